@@ -1,0 +1,28 @@
+//! Task, workload and solution formats of ksearch.
+//!
+//! The native format is FlashInfer-Bench's: a Definition JSON (axes, typed inputs and outputs, a
+//! Python reference defining `run`), workloads as JSONL, and Solution JSON. What ksearch adds
+//! (tolerances, trials, input distributions, static checks, roofline formulas, the kernel
+//! convention) lives beside it in `task.toml`, so FlashInfer-Bench files stay untouched.
+//!
+//! Every loader validates fully and reports each problem as `file: field: what is wrong`
+//! ([`Problem`]); nothing here performs I/O beyond reading the files it is pointed at.
+
+mod definition;
+mod dtype;
+mod error;
+mod solution;
+mod task;
+mod task_config;
+mod workload;
+
+pub use definition::{Axis, Definition, TensorSpec};
+pub use dtype::{DType, Tolerance};
+pub use error::{Problem, SpecError};
+pub use solution::{language_of, BuildSpec, Solution, SourceFile};
+pub use task::{builtin_names, Task, TaskOrigin};
+pub use task_config::{
+    eval_formula, Bound, ChecksConfig, Distribution, EvaluationConfig, ForbiddenPattern, KernelConfig, RooflineConfig,
+    TaskConfig, DISTRIBUTIONS, LANGUAGES,
+};
+pub use workload::{parse_workloads, InputSpec, Workload};

@@ -1,0 +1,148 @@
+//! Solutions: FlashInfer-Bench Solution JSON, or one bare source file.
+
+use crate::error::{parse_json, Problems, SpecError};
+use crate::task::Task;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Solution {
+    pub name: String,
+    pub definition: String,
+    #[serde(default)]
+    pub author: Option<String>,
+    pub spec: BuildSpec,
+    pub sources: Vec<SourceFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BuildSpec {
+    pub language: String,
+    #[serde(default)]
+    pub target_hardware: Vec<String>,
+    /// `file::symbol`.
+    pub entry_point: String,
+    #[serde(default)]
+    pub dependencies: Vec<String>,
+    #[serde(default = "yes")]
+    pub destination_passing_style: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceFile {
+    pub path: String,
+    pub content: String,
+}
+
+impl Solution {
+    /// Loads a Solution JSON (`*.json`) or a bare source file for `task`.
+    pub fn load(path: &Path, task: &Task) -> Result<Solution, SpecError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Io { path: file.clone(), source })?;
+        if path.extension().is_some_and(|e| e == "json") {
+            let sol: Solution = parse_json(&file, &text)?;
+            sol.validate(&file, task)?;
+            Ok(sol)
+        } else {
+            let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            Solution::from_source(&file, &name, text, task)
+        }
+    }
+
+    /// Wraps one source file as a solution, following the task's kernel convention.
+    pub fn from_source(file: &str, name: &str, content: String, task: &Task) -> Result<Solution, SpecError> {
+        let language = language_of(name).ok_or_else(|| {
+            SpecError::one(file, "", "cannot tell the language from the file extension; use .c, .cu, .py, or a Solution JSON")
+        })?;
+        let entry = task.config.kernel.entry.clone().ok_or_else(|| {
+            SpecError::one(
+                task.file("task.toml"),
+                "kernel.entry",
+                "is not set, so a bare source file has no entry symbol; set it or pass a Solution JSON",
+            )
+        })?;
+        let sol = Solution {
+            name: name.to_string(),
+            definition: task.definition.name.clone(),
+            author: None,
+            spec: BuildSpec {
+                language: language.to_string(),
+                target_hardware: Vec::new(),
+                entry_point: format!("{name}::{entry}"),
+                dependencies: Vec::new(),
+                destination_passing_style: true,
+            },
+            sources: vec![SourceFile { path: name.to_string(), content }],
+            description: None,
+        };
+        sol.validate(file, task)?;
+        Ok(sol)
+    }
+
+    /// `(file, symbol)` of the entry point; valid after validation.
+    pub fn entry(&self) -> (&str, &str) {
+        self.spec.entry_point.split_once("::").unwrap_or((self.spec.entry_point.as_str(), ""))
+    }
+
+    fn validate(&self, file: &str, task: &Task) -> Result<(), SpecError> {
+        let mut p = Problems::new(file);
+        if self.definition != task.definition.name {
+            p.push(
+                "definition",
+                format!("names definition '{}' but the task is '{}'", self.definition, task.definition.name),
+            );
+        }
+        if !crate::task_config::LANGUAGES.contains(&self.spec.language.as_str()) {
+            p.push(
+                "spec.language",
+                format!(
+                    "unknown language '{}'; expected one of {}",
+                    self.spec.language,
+                    crate::task_config::LANGUAGES.join(", ")
+                ),
+            );
+        }
+        if self.sources.is_empty() {
+            p.push("sources", "must hold at least one file");
+        }
+        for (i, s) in self.sources.iter().enumerate() {
+            if s.path.is_empty() || s.path.starts_with('/') || s.path.split('/').any(|c| c == ".." || c.is_empty()) {
+                p.push(format!("sources[{i}].path"), format!("'{}' must be a plain relative path", s.path));
+            }
+            if self.sources[..i].iter().any(|o| o.path == s.path) {
+                p.push(format!("sources[{i}].path"), format!("'{}' appears twice", s.path));
+            }
+        }
+        match self.spec.entry_point.split_once("::") {
+            Some((f, sym)) if !f.is_empty() && crate::definition::is_c_identifier(sym) => {
+                if !self.sources.iter().any(|s| s.path == f) {
+                    p.push("spec.entry_point", format!("file '{f}' is not among the sources"));
+                }
+            }
+            _ => p.push(
+                "spec.entry_point",
+                format!("'{}' must be 'file::symbol'", self.spec.entry_point),
+            ),
+        }
+        if self.spec.language == "c" && !self.spec.destination_passing_style {
+            p.push("spec.destination_passing_style", "the c backend needs destination-passing style (true)");
+        }
+        p.into_result()
+    }
+}
+
+/// The language a bare file is written in, from its extension.
+pub fn language_of(name: &str) -> Option<&'static str> {
+    match Path::new(name).extension()?.to_str()? {
+        "c" => Some("c"),
+        "cu" => Some("cuda"),
+        "py" => Some("triton"),
+        _ => None,
+    }
+}

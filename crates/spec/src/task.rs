@@ -1,0 +1,135 @@
+//! A task: definition + workloads + task.toml, from a folder or built into the binary.
+
+use crate::definition::Definition;
+use crate::error::SpecError;
+use crate::solution::SourceFile;
+use crate::task_config::TaskConfig;
+use crate::workload::{parse_workloads, Workload};
+use include_dir::{include_dir, Dir};
+use std::path::{Path, PathBuf};
+
+static BUILTIN_TASKS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../tasks");
+
+#[derive(Debug, Clone)]
+pub enum TaskOrigin {
+    /// A folder on disk.
+    Folder(PathBuf),
+    /// Compiled into the binary; the name of its folder under `tasks/`.
+    Builtin(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Task {
+    pub origin: TaskOrigin,
+    pub definition: Definition,
+    pub workloads: Vec<Workload>,
+    pub config: TaskConfig,
+    /// The seed kernel named by `[kernel].seed`, if any.
+    pub seed: Option<SourceFile>,
+}
+
+impl Task {
+    /// `arg` is a path (a task folder or its definition.json) or a built-in task's name.
+    pub fn load(arg: &str) -> Result<Task, SpecError> {
+        let path = Path::new(arg);
+        if path.is_dir() {
+            return Task::load_folder(path);
+        }
+        if path.is_file() {
+            let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            return Task::load_folder(dir);
+        }
+        if BUILTIN_TASKS.get_dir(arg).is_some() && !arg.contains('/') {
+            return Task::load_builtin(arg);
+        }
+        Err(SpecError::UnknownTask {
+            name: arg.to_string(),
+            available: builtin_names().join(", "),
+        })
+    }
+
+    pub fn load_folder(dir: &Path) -> Result<Task, SpecError> {
+        let dir = dir.to_path_buf();
+        let read = |name: &str| -> Result<Option<String>, SpecError> {
+            let p = dir.join(name);
+            match std::fs::read_to_string(&p) {
+                Ok(t) => Ok(Some(t)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(source) => Err(SpecError::Io { path: p.display().to_string(), source }),
+            }
+        };
+        let exists = |rel: &str| dir.join(rel).is_file();
+        Task::assemble(TaskOrigin::Folder(dir.clone()), &read, &exists)
+    }
+
+    pub fn load_builtin(name: &str) -> Result<Task, SpecError> {
+        let read = |file: &str| -> Result<Option<String>, SpecError> {
+            Ok(BUILTIN_TASKS
+                .get_file(format!("{name}/{file}"))
+                .and_then(|f| f.contents_utf8())
+                .map(str::to_string))
+        };
+        let exists = |rel: &str| BUILTIN_TASKS.get_file(format!("{name}/{rel}")).is_some();
+        Task::assemble(TaskOrigin::Builtin(name.to_string()), &read, &exists)
+    }
+
+    fn assemble(
+        origin: TaskOrigin,
+        read: &dyn Fn(&str) -> Result<Option<String>, SpecError>,
+        exists: &dyn Fn(&str) -> bool,
+    ) -> Result<Task, SpecError> {
+        let display = |name: &str| display_path(&origin, name);
+        let def_file = display("definition.json");
+        let def_text = read("definition.json")?.ok_or_else(|| SpecError::one(&def_file, "", "not found; a task folder needs definition.json"))?;
+        let definition = Definition::parse(&def_file, &def_text)?;
+        let wl_file = display("workloads.jsonl");
+        let wl_text = read("workloads.jsonl")?.ok_or_else(|| SpecError::one(&wl_file, "", "not found; a task folder needs workloads.jsonl"))?;
+        let workloads = parse_workloads(&wl_file, &wl_text, &definition, exists)?;
+        let config = match read("task.toml")? {
+            Some(text) => TaskConfig::parse(&display("task.toml"), &text, &definition)?,
+            None => TaskConfig::default(),
+        };
+        let seed = match &config.kernel.seed {
+            Some(rel) => {
+                let content = read(rel)?.ok_or_else(|| {
+                    SpecError::one(display("task.toml"), "kernel.seed", format!("'{rel}' does not exist in the task folder"))
+                })?;
+                let file_name = Path::new(rel).file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| rel.clone());
+                Some(SourceFile { path: file_name, content })
+            }
+            None => None,
+        };
+        Ok(Task { origin, definition, workloads, config, seed })
+    }
+
+    /// How to name one of this task's files in messages.
+    pub fn file(&self, name: &str) -> String {
+        display_path(&self.origin, name)
+    }
+
+    /// The folder on disk, for inputs stored beside the definition (safetensors).
+    pub fn dir(&self) -> Option<&Path> {
+        match &self.origin {
+            TaskOrigin::Folder(p) => Some(p),
+            TaskOrigin::Builtin(_) => None,
+        }
+    }
+}
+
+fn display_path(origin: &TaskOrigin, name: &str) -> String {
+    match origin {
+        TaskOrigin::Folder(dir) => dir.join(name).display().to_string(),
+        TaskOrigin::Builtin(task) => format!("tasks/{task}/{name} (built-in)"),
+    }
+}
+
+/// Names of the tasks compiled into the binary, sorted.
+pub fn builtin_names() -> Vec<String> {
+    let mut names: Vec<String> = BUILTIN_TASKS
+        .dirs()
+        .filter(|d| d.get_file(d.path().join("definition.json")).is_some())
+        .filter_map(|d| d.path().file_name().map(|n| n.to_string_lossy().to_string()))
+        .collect();
+    names.sort();
+    names
+}

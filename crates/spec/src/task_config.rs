@@ -1,0 +1,346 @@
+//! `task.toml`: what ksearch adds beside a FlashInfer-Bench definition (tolerances, trials,
+//! input distributions, static checks, roofline formulas, the kernel convention).
+
+use crate::definition::Definition;
+use crate::dtype::{DType, Tolerance};
+use crate::error::{parse_toml, Problems, SpecError};
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskConfig {
+    #[serde(default)]
+    pub targets: Vec<String>,
+    #[serde(default)]
+    pub evaluation: EvaluationConfig,
+    /// Per-dtype overrides of the default tolerances, keyed by dtype name.
+    #[serde(default)]
+    pub tolerance: IndexMap<String, Tolerance>,
+    #[serde(default)]
+    pub inputs: IndexMap<String, Distribution>,
+    #[serde(default)]
+    pub checks: ChecksConfig,
+    #[serde(default)]
+    pub roofline: Option<RooflineConfig>,
+    #[serde(default)]
+    pub kernel: KernelConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvaluationConfig {
+    pub trials: u32,
+    pub matched_ratio: f64,
+    pub distributions: Vec<String>,
+    pub timeout_s: f64,
+    pub warmup: u32,
+    pub iterations: u32,
+    pub min_iterations: u32,
+    pub max_timing_s: f64,
+}
+
+impl Default for EvaluationConfig {
+    fn default() -> Self {
+        EvaluationConfig {
+            trials: 3,
+            matched_ratio: 1.0,
+            distributions: DISTRIBUTIONS.iter().map(|s| s.to_string()).collect(),
+            timeout_s: 60.0,
+            warmup: 3,
+            iterations: 50,
+            min_iterations: 5,
+            max_timing_s: 1.0,
+        }
+    }
+}
+
+/// Trial-level distributions for float inputs, cycled over the trials.
+pub const DISTRIBUTIONS: [&str; 3] = ["normal", "uniform", "heavy_tailed"];
+
+/// A fixed distribution for one input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "distribution", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Distribution {
+    Normal {
+        #[serde(default)]
+        mean: f64,
+        #[serde(default = "one")]
+        std: f64,
+    },
+    Uniform {
+        low: f64,
+        high: f64,
+    },
+    HeavyTailed {
+        #[serde(default = "three")]
+        df: f64,
+        #[serde(default = "one")]
+        scale: f64,
+    },
+    Randint {
+        low: Bound,
+        high: Bound,
+    },
+}
+
+/// An integer bound, given as a number or as the name of an axis.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Bound {
+    Value(i64),
+    Axis(String),
+}
+
+fn one() -> f64 {
+    1.0
+}
+fn three() -> f64 {
+    3.0
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChecksConfig {
+    #[serde(default)]
+    pub forbidden: Vec<ForbiddenPattern>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForbiddenPattern {
+    /// A regular expression matched against the candidate's source, comments removed.
+    pub pattern: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RooflineConfig {
+    /// Bytes a kernel must move at least, as an expression over the axes.
+    pub bytes: Option<String>,
+    /// Floating-point operations, as an expression over the axes.
+    pub flops: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KernelConfig {
+    pub language: String,
+    /// The symbol a bare source file must define.
+    pub entry: Option<String>,
+    pub openmp: bool,
+    /// The naive starting kernel, relative to the task folder.
+    pub seed: Option<String>,
+}
+
+impl Default for KernelConfig {
+    fn default() -> Self {
+        KernelConfig {
+            language: "c".into(),
+            entry: None,
+            openmp: false,
+            seed: None,
+        }
+    }
+}
+
+/// Languages a solution may be written in; backends for some arrive later.
+pub const LANGUAGES: [&str; 5] = ["c", "cuda", "triton", "python", "mlx"];
+
+impl TaskConfig {
+    /// Parses and validates `task.toml` against the definition it sits beside.
+    pub fn parse(file: &str, text: &str, def: &Definition) -> Result<TaskConfig, SpecError> {
+        let cfg: TaskConfig = parse_toml(file, text)?;
+        cfg.validate(file, def)?;
+        Ok(cfg)
+    }
+
+    /// The tolerance used for `dtype`: the task's override, else the default.
+    pub fn tolerance_for(&self, dtype: DType) -> Option<Tolerance> {
+        self.tolerance
+            .get(dtype.name())
+            .copied()
+            .or_else(|| dtype.default_tolerance())
+    }
+
+    pub fn validate(&self, file: &str, def: &Definition) -> Result<(), SpecError> {
+        let mut p = Problems::new(file);
+        let e = &self.evaluation;
+        if e.trials == 0 {
+            p.push("evaluation.trials", "must be at least 1");
+        }
+        if !(e.matched_ratio > 0.0 && e.matched_ratio <= 1.0) {
+            p.push("evaluation.matched_ratio", format!("must be in (0, 1], got {}", e.matched_ratio));
+        }
+        if e.distributions.is_empty() {
+            p.push("evaluation.distributions", "must name at least one distribution");
+        }
+        for d in &e.distributions {
+            if !DISTRIBUTIONS.contains(&d.as_str()) {
+                p.push(
+                    "evaluation.distributions",
+                    format!("unknown distribution '{d}'; expected one of {}", DISTRIBUTIONS.join(", ")),
+                );
+            }
+        }
+        if !(e.timeout_s > 0.0) {
+            p.push("evaluation.timeout_s", "must be positive");
+        }
+        if e.iterations == 0 || e.min_iterations == 0 || e.min_iterations > e.iterations {
+            p.push(
+                "evaluation.min_iterations",
+                format!("need 1 <= min_iterations ({}) <= iterations ({})", e.min_iterations, e.iterations),
+            );
+        }
+        if !(e.max_timing_s > 0.0) {
+            p.push("evaluation.max_timing_s", "must be positive");
+        }
+        for (name, tol) in &self.tolerance {
+            if let Err(msg) = name.parse::<DType>() {
+                p.push(format!("tolerance.{name}"), msg);
+            }
+            if !(tol.atol >= 0.0 && tol.rtol >= 0.0) {
+                p.push(format!("tolerance.{name}"), "atol and rtol must be non-negative numbers");
+            }
+        }
+        for dtype in def.dtypes() {
+            if def.outputs.values().any(|o| o.dtype == dtype) && self.tolerance_for(dtype).is_none() {
+                p.push(
+                    format!("tolerance.{dtype}"),
+                    format!("outputs of dtype {dtype} have no default tolerance; the task must set one"),
+                );
+            }
+        }
+        for (name, dist) in &self.inputs {
+            let field = format!("inputs.{name}");
+            let Some(spec) = def.inputs.get(name) else {
+                p.push(field, format!("the definition has no input '{name}'"));
+                continue;
+            };
+            match dist {
+                Distribution::Normal { std, .. } if !(*std > 0.0) => p.push(field, "std must be positive"),
+                Distribution::Uniform { low, high } if !(low < high) => {
+                    p.push(field, format!("needs low < high, got {low} and {high}"))
+                }
+                Distribution::HeavyTailed { df, scale } if !(*df > 0.0 && *scale > 0.0) => {
+                    p.push(field, "df and scale must be positive")
+                }
+                Distribution::Randint { low, high } => {
+                    if !spec.dtype.is_integer() {
+                        p.push(field.clone(), format!("randint needs an integer input, '{name}' is {}", spec.dtype));
+                    }
+                    for bound in [low, high] {
+                        if let Bound::Axis(axis) = bound {
+                            if !def.axes.contains_key(axis) {
+                                p.push(field.clone(), format!("bound names undeclared axis '{axis}'"));
+                            }
+                        }
+                    }
+                    if let (Bound::Value(l), Bound::Value(h)) = (low, high) {
+                        if l >= h {
+                            p.push(field, format!("needs low < high, got {l} and {h}"));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (i, f) in self.checks.forbidden.iter().enumerate() {
+            if let Err(err) = regex::Regex::new(&f.pattern) {
+                p.push(format!("checks.forbidden[{i}].pattern"), format!("not a valid regular expression: {err}"));
+            }
+        }
+        if let Some(roof) = &self.roofline {
+            let ones: IndexMap<String, i64> = def.axes.keys().map(|k| (k.clone(), 1)).collect();
+            for (field, expr) in [("roofline.bytes", &roof.bytes), ("roofline.flops", &roof.flops)] {
+                if let Some(expr) = expr {
+                    if let Err(msg) = eval_formula(expr, &ones) {
+                        p.push(field, msg);
+                    }
+                }
+            }
+        }
+        if !LANGUAGES.contains(&self.kernel.language.as_str()) {
+            p.push(
+                "kernel.language",
+                format!("unknown language '{}'; expected one of {}", self.kernel.language, LANGUAGES.join(", ")),
+            );
+        }
+        if let Some(entry) = &self.kernel.entry {
+            if !crate::definition::is_c_identifier(entry) {
+                p.push("kernel.entry", format!("'{entry}' is not a valid symbol name"));
+            }
+        }
+        p.into_result()
+    }
+}
+
+/// Evaluates a roofline formula (`+ - * / ( )`, numbers, axis names) with the given axes.
+pub fn eval_formula(expr: &str, axes: &IndexMap<String, i64>) -> Result<f64, String> {
+    let mut ctx = evalexpr::HashMapContext::new();
+    for (name, value) in axes {
+        // Floats, so that `/` never truncates.
+        evalexpr::ContextWithMutableVariables::set_value(&mut ctx, name.clone(), evalexpr::Value::Float(*value as f64))
+            .map_err(|e| e.to_string())?;
+    }
+    let value = evalexpr::eval_number_with_context(expr, &ctx).map_err(|e| format!("cannot evaluate '{expr}': {e}"))?;
+    if value.is_finite() && value >= 0.0 {
+        Ok(value)
+    } else {
+        Err(format!("'{expr}' evaluates to {value}, expected a non-negative number"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def() -> Definition {
+        Definition::parse(
+            "d.json",
+            r#"{"name": "t", "op_type": "x", "axes": {"M": {"type": "var"}, "N": {"type": "var"}},
+                "inputs": {"x": {"shape": ["M", "N"], "dtype": "float32"}, "idx": {"shape": ["M"], "dtype": "int32"}},
+                "outputs": {"y": {"shape": ["M", "N"], "dtype": "float16"}},
+                "reference": "def run(x, idx):\n    return x\n"}"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn defaults_and_overrides() {
+        let cfg = TaskConfig::parse("task.toml", "[tolerance.float16]\natol = 0.05\nrtol = 0.0\n", &def()).unwrap();
+        assert_eq!(cfg.evaluation.trials, 3);
+        assert_eq!(cfg.tolerance_for(DType::Float16), Some(Tolerance { atol: 0.05, rtol: 0.0 }));
+        assert_eq!(cfg.tolerance_for(DType::Float32), Some(Tolerance { atol: 1e-4, rtol: 1e-4 }));
+    }
+
+    #[test]
+    fn input_overrides_are_checked() {
+        let text = "[inputs.x]\ndistribution = \"randint\"\nlow = 0\nhigh = \"K\"\n[inputs.idx]\ndistribution = \"randint\"\nlow = 0\nhigh = \"M\"\n";
+        let e = TaskConfig::parse("task.toml", text, &def()).unwrap_err();
+        let msgs: Vec<String> = e.problems().iter().map(|p| p.to_string()).collect();
+        assert_eq!(
+            msgs,
+            [
+                "task.toml: inputs.x: randint needs an integer input, 'x' is float32",
+                "task.toml: inputs.x: bound names undeclared axis 'K'",
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let e = TaskConfig::parse("task.toml", "[evaluation]\ntrails = 3\n", &def()).unwrap_err().to_string();
+        assert!(e.starts_with("task.toml: evaluation.trails: unknown field `trails`"), "{e}");
+    }
+
+    #[test]
+    fn formulas() {
+        let axes: IndexMap<String, i64> = [("M".to_string(), 4), ("N".to_string(), 3)].into_iter().collect();
+        assert_eq!(eval_formula("4 * (2 * M * N) / 3", &axes), Ok(32.0));
+        assert!(eval_formula("M * Q", &axes).unwrap_err().contains("cannot evaluate"));
+        let e = TaskConfig::parse("task.toml", "[roofline]\nbytes = \"M * Q\"\n", &def()).unwrap_err().to_string();
+        assert!(e.starts_with("task.toml: roofline.bytes: cannot evaluate 'M * Q'"), "{e}");
+    }
+}
