@@ -96,7 +96,10 @@ impl Definition {
         if self.name.trim().is_empty() {
             p.push("name", "must not be empty");
         } else if !is_identifier_like(&self.name) {
-            p.push("name", format!("'{}' must be letters, digits, '_', '-' or '.'", self.name));
+            p.push(
+                "name",
+                format!("'{}' must be letters, digits, '_', '-' or '.'", self.name),
+            );
         }
         if self.op_type.trim().is_empty() {
             p.push("op_type", "must not be empty");
@@ -106,16 +109,29 @@ impl Definition {
         }
         for (name, axis) in &self.axes {
             if !is_c_identifier(name) {
-                p.push(format!("axes.{name}"), "axis names must be identifiers (letters, digits, '_')");
+                p.push(
+                    format!("axes.{name}"),
+                    "axis names must be identifiers (letters, digits, '_')",
+                );
             }
             if let Axis::Const { value, .. } = axis {
                 if *value <= 0 {
-                    p.push(format!("axes.{name}.value"), format!("must be positive, got {value}"));
+                    p.push(
+                        format!("axes.{name}.value"),
+                        format!("must be positive, got {value}"),
+                    );
                 }
             }
-            if let Axis::Var { parent: Some(parent), .. } = axis {
+            if let Axis::Var {
+                parent: Some(parent),
+                ..
+            } = axis
+            {
                 if !self.axes.contains_key(parent) {
-                    p.push(format!("axes.{name}.parent"), format!("names undeclared axis '{parent}'"));
+                    p.push(
+                        format!("axes.{name}.parent"),
+                        format!("names undeclared axis '{parent}'"),
+                    );
                 }
             }
         }
@@ -128,25 +144,40 @@ impl Definition {
         for (kind, tensors) in [("inputs", &self.inputs), ("outputs", &self.outputs)] {
             for (name, spec) in tensors {
                 if !is_c_identifier(name) {
-                    p.push(format!("{kind}.{name}"), "tensor names must be identifiers (letters, digits, '_')");
+                    p.push(
+                        format!("{kind}.{name}"),
+                        "tensor names must be identifiers (letters, digits, '_')",
+                    );
                 }
                 for axis in spec.dims() {
                     if !self.axes.contains_key(axis) {
-                        p.push(format!("{kind}.{name}.shape"), format!("uses undeclared axis '{axis}'"));
+                        p.push(
+                            format!("{kind}.{name}.shape"),
+                            format!("uses undeclared axis '{axis}'"),
+                        );
                     }
                 }
             }
         }
         for name in self.outputs.keys() {
             if self.inputs.contains_key(name) {
-                p.push(format!("outputs.{name}"), "an output may not share its name with an input");
+                p.push(
+                    format!("outputs.{name}"),
+                    "an output may not share its name with an input",
+                );
             }
             if self.outputs[name].is_scalar() {
-                p.push(format!("outputs.{name}.shape"), "outputs must be arrays, not scalars");
+                p.push(
+                    format!("outputs.{name}.shape"),
+                    "outputs must be arrays, not scalars",
+                );
             }
         }
         if !has_top_level_run(&self.reference) {
-            p.push("reference", "must define a top-level function `def run(...)`");
+            p.push(
+                "reference",
+                "must define a top-level function `def run(...)`",
+            );
         }
         for (i, c) in self.constraints.iter().enumerate() {
             if c.trim().is_empty() {
@@ -171,7 +202,8 @@ pub(crate) fn is_c_identifier(s: &str) -> bool {
 }
 
 fn is_identifier_like(s: &str) -> bool {
-    s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
 #[cfg(test)]
@@ -198,19 +230,32 @@ mod tests {
     #[test]
     fn old_type_field_is_accepted() {
         let text = GOOD.replace("\"op_type\"", "\"type\"");
-        assert_eq!(Definition::parse("d.json", &text).unwrap().op_type, "softmax");
+        assert_eq!(
+            Definition::parse("d.json", &text).unwrap().op_type,
+            "softmax"
+        );
     }
 
     #[test]
     fn bad_dtype_names_the_field() {
-        let text = GOOD.replace("\"dtype\": \"float32\"}, \"s\"", "\"dtype\": \"float33\"}, \"s\"");
+        let text = GOOD.replace(
+            "\"dtype\": \"float32\"}, \"s\"",
+            "\"dtype\": \"float33\"}, \"s\"",
+        );
         let e = Definition::parse("d.json", &text).unwrap_err().to_string();
-        assert!(e.starts_with("d.json: inputs.x.dtype: unknown variant `float33`"), "{e}");
+        assert!(
+            e.starts_with("d.json: inputs.x.dtype: unknown variant `float33`"),
+            "{e}"
+        );
     }
 
     #[test]
     fn undeclared_axis_and_missing_run_are_both_reported() {
-        let text = GOOD.replace("[\"M\", \"N\"], \"dtype\": \"float32\"}, \"s\"", "[\"M\", \"Q\"], \"dtype\": \"float32\"}, \"s\"")
+        let text = GOOD
+            .replace(
+                "[\"M\", \"N\"], \"dtype\": \"float32\"}, \"s\"",
+                "[\"M\", \"Q\"], \"dtype\": \"float32\"}, \"s\"",
+            )
             .replace("def run(", "def go(");
         let e = Definition::parse("d.json", &text).unwrap_err();
         let msgs: Vec<String> = e.problems().iter().map(|p| p.to_string()).collect();
@@ -225,7 +270,12 @@ mod tests {
 
     #[test]
     fn syntax_error_reports_position() {
-        let e = Definition::parse("d.json", "{\"name\": ").unwrap_err().to_string();
-        assert!(e.starts_with("d.json: invalid JSON at line 1, column 9"), "{e}");
+        let e = Definition::parse("d.json", "{\"name\": ")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("d.json: invalid JSON at line 1, column 9"),
+            "{e}"
+        );
     }
 }

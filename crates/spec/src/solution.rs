@@ -44,19 +44,30 @@ impl Solution {
     /// Loads a Solution JSON (`*.json`) or a bare source file for `task`.
     pub fn load(path: &Path, task: &Task) -> Result<Solution, SpecError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Io { path: file.clone(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Io {
+            path: file.clone(),
+            source,
+        })?;
         if path.extension().is_some_and(|e| e == "json") {
             let sol: Solution = parse_json(&file, &text)?;
             sol.validate(&file, task)?;
             Ok(sol)
         } else {
-            let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_default();
             Solution::from_source(&file, &name, text, task)
         }
     }
 
     /// Wraps one source file as a solution, following the task's kernel convention.
-    pub fn from_source(file: &str, name: &str, content: String, task: &Task) -> Result<Solution, SpecError> {
+    pub fn from_source(
+        file: &str,
+        name: &str,
+        content: String,
+        task: &Task,
+    ) -> Result<Solution, SpecError> {
         let language = language_of(name).ok_or_else(|| {
             SpecError::one(file, "", "cannot tell the language from the file extension; use .c, .cu, .py, or a Solution JSON")
         })?;
@@ -78,7 +89,10 @@ impl Solution {
                 dependencies: Vec::new(),
                 destination_passing_style: true,
             },
-            sources: vec![SourceFile { path: name.to_string(), content }],
+            sources: vec![SourceFile {
+                path: name.to_string(),
+                content,
+            }],
             description: None,
         };
         sol.validate(file, task)?;
@@ -87,7 +101,10 @@ impl Solution {
 
     /// `(file, symbol)` of the entry point; valid after validation.
     pub fn entry(&self) -> (&str, &str) {
-        self.spec.entry_point.split_once("::").unwrap_or((self.spec.entry_point.as_str(), ""))
+        self.spec
+            .entry_point
+            .split_once("::")
+            .unwrap_or((self.spec.entry_point.as_str(), ""))
     }
 
     fn validate(&self, file: &str, task: &Task) -> Result<(), SpecError> {
@@ -95,7 +112,10 @@ impl Solution {
         if self.definition != task.definition.name {
             p.push(
                 "definition",
-                format!("names definition '{}' but the task is '{}'", self.definition, task.definition.name),
+                format!(
+                    "names definition '{}' but the task is '{}'",
+                    self.definition, task.definition.name
+                ),
             );
         }
         if !crate::task_config::LANGUAGES.contains(&self.spec.language.as_str()) {
@@ -112,17 +132,29 @@ impl Solution {
             p.push("sources", "must hold at least one file");
         }
         for (i, s) in self.sources.iter().enumerate() {
-            if s.path.is_empty() || s.path.starts_with('/') || s.path.split('/').any(|c| c == ".." || c.is_empty()) {
-                p.push(format!("sources[{i}].path"), format!("'{}' must be a plain relative path", s.path));
+            if s.path.is_empty()
+                || s.path.starts_with('/')
+                || s.path.split('/').any(|c| c == ".." || c.is_empty())
+            {
+                p.push(
+                    format!("sources[{i}].path"),
+                    format!("'{}' must be a plain relative path", s.path),
+                );
             }
             if self.sources[..i].iter().any(|o| o.path == s.path) {
-                p.push(format!("sources[{i}].path"), format!("'{}' appears twice", s.path));
+                p.push(
+                    format!("sources[{i}].path"),
+                    format!("'{}' appears twice", s.path),
+                );
             }
         }
         match self.spec.entry_point.split_once("::") {
             Some((f, sym)) if !f.is_empty() && crate::definition::is_c_identifier(sym) => {
                 if !self.sources.iter().any(|s| s.path == f) {
-                    p.push("spec.entry_point", format!("file '{f}' is not among the sources"));
+                    p.push(
+                        "spec.entry_point",
+                        format!("file '{f}' is not among the sources"),
+                    );
                 }
             }
             _ => p.push(
@@ -131,7 +163,10 @@ impl Solution {
             ),
         }
         if self.spec.language == "c" && !self.spec.destination_passing_style {
-            p.push("spec.destination_passing_style", "the c backend needs destination-passing style (true)");
+            p.push(
+                "spec.destination_passing_style",
+                "the c backend needs destination-passing style (true)",
+            );
         }
         p.into_result()
     }

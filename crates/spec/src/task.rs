@@ -36,7 +36,10 @@ impl Task {
             return Task::load_folder(path);
         }
         if path.is_file() {
-            let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            let dir = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
             return Task::load_folder(dir);
         }
         if BUILTIN_TASKS.get_dir(arg).is_some() && !arg.contains('/') {
@@ -55,7 +58,10 @@ impl Task {
             match std::fs::read_to_string(&p) {
                 Ok(t) => Ok(Some(t)),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(source) => Err(SpecError::Io { path: p.display().to_string(), source }),
+                Err(source) => Err(SpecError::Io {
+                    path: p.display().to_string(),
+                    source,
+                }),
             }
         };
         let exists = |rel: &str| dir.join(rel).is_file();
@@ -80,10 +86,22 @@ impl Task {
     ) -> Result<Task, SpecError> {
         let display = |name: &str| display_path(&origin, name);
         let def_file = display("definition.json");
-        let def_text = read("definition.json")?.ok_or_else(|| SpecError::one(&def_file, "", "not found; a task folder needs definition.json"))?;
+        let def_text = read("definition.json")?.ok_or_else(|| {
+            SpecError::one(
+                &def_file,
+                "",
+                "not found; a task folder needs definition.json",
+            )
+        })?;
         let definition = Definition::parse(&def_file, &def_text)?;
         let wl_file = display("workloads.jsonl");
-        let wl_text = read("workloads.jsonl")?.ok_or_else(|| SpecError::one(&wl_file, "", "not found; a task folder needs workloads.jsonl"))?;
+        let wl_text = read("workloads.jsonl")?.ok_or_else(|| {
+            SpecError::one(
+                &wl_file,
+                "",
+                "not found; a task folder needs workloads.jsonl",
+            )
+        })?;
         let workloads = parse_workloads(&wl_file, &wl_text, &definition, exists)?;
         let config = match read("task.toml")? {
             Some(text) => TaskConfig::parse(&display("task.toml"), &text, &definition)?,
@@ -92,14 +110,30 @@ impl Task {
         let seed = match &config.kernel.seed {
             Some(rel) => {
                 let content = read(rel)?.ok_or_else(|| {
-                    SpecError::one(display("task.toml"), "kernel.seed", format!("'{rel}' does not exist in the task folder"))
+                    SpecError::one(
+                        display("task.toml"),
+                        "kernel.seed",
+                        format!("'{rel}' does not exist in the task folder"),
+                    )
                 })?;
-                let file_name = Path::new(rel).file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| rel.clone());
-                Some(SourceFile { path: file_name, content })
+                let file_name = Path::new(rel)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().to_string())
+                    .unwrap_or_else(|| rel.clone());
+                Some(SourceFile {
+                    path: file_name,
+                    content,
+                })
             }
             None => None,
         };
-        Ok(Task { origin, definition, workloads, config, seed })
+        Ok(Task {
+            origin,
+            definition,
+            workloads,
+            config,
+            seed,
+        })
     }
 
     /// How to name one of this task's files in messages.
@@ -128,7 +162,11 @@ pub fn builtin_names() -> Vec<String> {
     let mut names: Vec<String> = BUILTIN_TASKS
         .dirs()
         .filter(|d| d.get_file(d.path().join("definition.json")).is_some())
-        .filter_map(|d| d.path().file_name().map(|n| n.to_string_lossy().to_string()))
+        .filter_map(|d| {
+            d.path()
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+        })
         .collect();
     names.sort();
     names

@@ -92,6 +92,11 @@ pub enum Bound {
     Axis(String),
 }
 
+/// True for numbers above zero; false for NaN.
+fn positive(x: f64) -> bool {
+    x > 0.0
+}
+
 fn one() -> f64 {
     1.0
 }
@@ -170,45 +175,63 @@ impl TaskConfig {
         if e.trials == 0 {
             p.push("evaluation.trials", "must be at least 1");
         }
-        if !(e.matched_ratio > 0.0 && e.matched_ratio <= 1.0) {
-            p.push("evaluation.matched_ratio", format!("must be in (0, 1], got {}", e.matched_ratio));
+        if !(positive(e.matched_ratio) && e.matched_ratio <= 1.0) {
+            p.push(
+                "evaluation.matched_ratio",
+                format!("must be in (0, 1], got {}", e.matched_ratio),
+            );
         }
         if e.distributions.is_empty() {
-            p.push("evaluation.distributions", "must name at least one distribution");
+            p.push(
+                "evaluation.distributions",
+                "must name at least one distribution",
+            );
         }
         for d in &e.distributions {
             if !DISTRIBUTIONS.contains(&d.as_str()) {
                 p.push(
                     "evaluation.distributions",
-                    format!("unknown distribution '{d}'; expected one of {}", DISTRIBUTIONS.join(", ")),
+                    format!(
+                        "unknown distribution '{d}'; expected one of {}",
+                        DISTRIBUTIONS.join(", ")
+                    ),
                 );
             }
         }
-        if !(e.timeout_s > 0.0) {
+        if !positive(e.timeout_s) {
             p.push("evaluation.timeout_s", "must be positive");
         }
         if e.iterations == 0 || e.min_iterations == 0 || e.min_iterations > e.iterations {
             p.push(
                 "evaluation.min_iterations",
-                format!("need 1 <= min_iterations ({}) <= iterations ({})", e.min_iterations, e.iterations),
+                format!(
+                    "need 1 <= min_iterations ({}) <= iterations ({})",
+                    e.min_iterations, e.iterations
+                ),
             );
         }
-        if !(e.max_timing_s > 0.0) {
+        if !positive(e.max_timing_s) {
             p.push("evaluation.max_timing_s", "must be positive");
         }
         for (name, tol) in &self.tolerance {
             if let Err(msg) = name.parse::<DType>() {
                 p.push(format!("tolerance.{name}"), msg);
             }
-            if !(tol.atol >= 0.0 && tol.rtol >= 0.0) {
-                p.push(format!("tolerance.{name}"), "atol and rtol must be non-negative numbers");
+            if !(tol.atol >= 0.0 && tol.rtol >= 0.0) || tol.atol.is_nan() || tol.rtol.is_nan() {
+                p.push(
+                    format!("tolerance.{name}"),
+                    "atol and rtol must be non-negative numbers",
+                );
             }
         }
         for dtype in def.dtypes() {
-            if def.outputs.values().any(|o| o.dtype == dtype) && self.tolerance_for(dtype).is_none() {
+            if def.outputs.values().any(|o| o.dtype == dtype) && self.tolerance_for(dtype).is_none()
+            {
                 p.push(
                     format!("tolerance.{dtype}"),
-                    format!("outputs of dtype {dtype} have no default tolerance; the task must set one"),
+                    format!(
+                        "outputs of dtype {dtype} have no default tolerance; the task must set one"
+                    ),
                 );
             }
         }
@@ -219,21 +242,29 @@ impl TaskConfig {
                 continue;
             };
             match dist {
-                Distribution::Normal { std, .. } if !(*std > 0.0) => p.push(field, "std must be positive"),
-                Distribution::Uniform { low, high } if !(low < high) => {
+                Distribution::Normal { std, .. } if !positive(*std) => {
+                    p.push(field, "std must be positive")
+                }
+                Distribution::Uniform { low, high } if !(positive(high - low)) => {
                     p.push(field, format!("needs low < high, got {low} and {high}"))
                 }
-                Distribution::HeavyTailed { df, scale } if !(*df > 0.0 && *scale > 0.0) => {
+                Distribution::HeavyTailed { df, scale } if !(positive(*df) && positive(*scale)) => {
                     p.push(field, "df and scale must be positive")
                 }
                 Distribution::Randint { low, high } => {
                     if !spec.dtype.is_integer() {
-                        p.push(field.clone(), format!("randint needs an integer input, '{name}' is {}", spec.dtype));
+                        p.push(
+                            field.clone(),
+                            format!("randint needs an integer input, '{name}' is {}", spec.dtype),
+                        );
                     }
                     for bound in [low, high] {
                         if let Bound::Axis(axis) = bound {
                             if !def.axes.contains_key(axis) {
-                                p.push(field.clone(), format!("bound names undeclared axis '{axis}'"));
+                                p.push(
+                                    field.clone(),
+                                    format!("bound names undeclared axis '{axis}'"),
+                                );
                             }
                         }
                     }
@@ -248,12 +279,18 @@ impl TaskConfig {
         }
         for (i, f) in self.checks.forbidden.iter().enumerate() {
             if let Err(err) = regex::Regex::new(&f.pattern) {
-                p.push(format!("checks.forbidden[{i}].pattern"), format!("not a valid regular expression: {err}"));
+                p.push(
+                    format!("checks.forbidden[{i}].pattern"),
+                    format!("not a valid regular expression: {err}"),
+                );
             }
         }
         if let Some(roof) = &self.roofline {
             let ones: IndexMap<String, i64> = def.axes.keys().map(|k| (k.clone(), 1)).collect();
-            for (field, expr) in [("roofline.bytes", &roof.bytes), ("roofline.flops", &roof.flops)] {
+            for (field, expr) in [
+                ("roofline.bytes", &roof.bytes),
+                ("roofline.flops", &roof.flops),
+            ] {
                 if let Some(expr) = expr {
                     if let Err(msg) = eval_formula(expr, &ones) {
                         p.push(field, msg);
@@ -264,12 +301,19 @@ impl TaskConfig {
         if !LANGUAGES.contains(&self.kernel.language.as_str()) {
             p.push(
                 "kernel.language",
-                format!("unknown language '{}'; expected one of {}", self.kernel.language, LANGUAGES.join(", ")),
+                format!(
+                    "unknown language '{}'; expected one of {}",
+                    self.kernel.language,
+                    LANGUAGES.join(", ")
+                ),
             );
         }
         if let Some(entry) = &self.kernel.entry {
             if !crate::definition::is_c_identifier(entry) {
-                p.push("kernel.entry", format!("'{entry}' is not a valid symbol name"));
+                p.push(
+                    "kernel.entry",
+                    format!("'{entry}' is not a valid symbol name"),
+                );
             }
         }
         p.into_result()
@@ -281,14 +325,21 @@ pub fn eval_formula(expr: &str, axes: &IndexMap<String, i64>) -> Result<f64, Str
     let mut ctx = evalexpr::HashMapContext::new();
     for (name, value) in axes {
         // Floats, so that `/` never truncates.
-        evalexpr::ContextWithMutableVariables::set_value(&mut ctx, name.clone(), evalexpr::Value::Float(*value as f64))
-            .map_err(|e| e.to_string())?;
+        evalexpr::ContextWithMutableVariables::set_value(
+            &mut ctx,
+            name.clone(),
+            evalexpr::Value::Float(*value as f64),
+        )
+        .map_err(|e| e.to_string())?;
     }
-    let value = evalexpr::eval_number_with_context(expr, &ctx).map_err(|e| format!("cannot evaluate '{expr}': {e}"))?;
+    let value = evalexpr::eval_number_with_context(expr, &ctx)
+        .map_err(|e| format!("cannot evaluate '{expr}': {e}"))?;
     if value.is_finite() && value >= 0.0 {
         Ok(value)
     } else {
-        Err(format!("'{expr}' evaluates to {value}, expected a non-negative number"))
+        Err(format!(
+            "'{expr}' evaluates to {value}, expected a non-negative number"
+        ))
     }
 }
 
@@ -309,10 +360,27 @@ mod tests {
 
     #[test]
     fn defaults_and_overrides() {
-        let cfg = TaskConfig::parse("task.toml", "[tolerance.float16]\natol = 0.05\nrtol = 0.0\n", &def()).unwrap();
+        let cfg = TaskConfig::parse(
+            "task.toml",
+            "[tolerance.float16]\natol = 0.05\nrtol = 0.0\n",
+            &def(),
+        )
+        .unwrap();
         assert_eq!(cfg.evaluation.trials, 3);
-        assert_eq!(cfg.tolerance_for(DType::Float16), Some(Tolerance { atol: 0.05, rtol: 0.0 }));
-        assert_eq!(cfg.tolerance_for(DType::Float32), Some(Tolerance { atol: 1e-4, rtol: 1e-4 }));
+        assert_eq!(
+            cfg.tolerance_for(DType::Float16),
+            Some(Tolerance {
+                atol: 0.05,
+                rtol: 0.0
+            })
+        );
+        assert_eq!(
+            cfg.tolerance_for(DType::Float32),
+            Some(Tolerance {
+                atol: 1e-4,
+                rtol: 1e-4
+            })
+        );
     }
 
     #[test]
@@ -331,16 +399,30 @@ mod tests {
 
     #[test]
     fn unknown_key_is_named() {
-        let e = TaskConfig::parse("task.toml", "[evaluation]\ntrails = 3\n", &def()).unwrap_err().to_string();
-        assert!(e.starts_with("task.toml: evaluation.trails: unknown field `trails`"), "{e}");
+        let e = TaskConfig::parse("task.toml", "[evaluation]\ntrails = 3\n", &def())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("task.toml: evaluation.trails: unknown field `trails`"),
+            "{e}"
+        );
     }
 
     #[test]
     fn formulas() {
-        let axes: IndexMap<String, i64> = [("M".to_string(), 4), ("N".to_string(), 3)].into_iter().collect();
+        let axes: IndexMap<String, i64> = [("M".to_string(), 4), ("N".to_string(), 3)]
+            .into_iter()
+            .collect();
         assert_eq!(eval_formula("4 * (2 * M * N) / 3", &axes), Ok(32.0));
-        assert!(eval_formula("M * Q", &axes).unwrap_err().contains("cannot evaluate"));
-        let e = TaskConfig::parse("task.toml", "[roofline]\nbytes = \"M * Q\"\n", &def()).unwrap_err().to_string();
-        assert!(e.starts_with("task.toml: roofline.bytes: cannot evaluate 'M * Q'"), "{e}");
+        assert!(eval_formula("M * Q", &axes)
+            .unwrap_err()
+            .contains("cannot evaluate"));
+        let e = TaskConfig::parse("task.toml", "[roofline]\nbytes = \"M * Q\"\n", &def())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("task.toml: roofline.bytes: cannot evaluate 'M * Q'"),
+            "{e}"
+        );
     }
 }

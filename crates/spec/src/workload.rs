@@ -81,7 +81,10 @@ pub fn parse_workloads(
                     problems.push(Problem::new(
                         file,
                         at("definition"),
-                        format!("names definition '{}' but the task is '{}'", t.definition, def.name),
+                        format!(
+                            "names definition '{}' but the task is '{}'",
+                            t.definition, def.name
+                        ),
                     ));
                 }
                 t.workload
@@ -93,28 +96,48 @@ pub fn parse_workloads(
             Ok(w) => w,
             Err(e) => {
                 for p in e.problems() {
-                    let prefix = if is_trace && !p.field.is_empty() { "workload." } else { "" };
-                    problems.push(Problem::new(file, at(&format!("{prefix}{}", p.field)), p.message.clone()));
+                    let prefix = if is_trace && !p.field.is_empty() {
+                        "workload."
+                    } else {
+                        ""
+                    };
+                    problems.push(Problem::new(
+                        file,
+                        at(&format!("{prefix}{}", p.field)),
+                        p.message.clone(),
+                    ));
                 }
                 continue;
             }
         };
-        let mut push = |field: String, message: String| problems.push(Problem::new(file, at(&field), message));
+        let mut push =
+            |field: String, message: String| problems.push(Problem::new(file, at(&field), message));
         if w.uuid.trim().is_empty() {
             push("uuid".into(), "must not be empty".into());
         } else if workloads.iter().any(|o| o.uuid == w.uuid) {
-            push("uuid".into(), format!("'{}' is used by an earlier line", w.uuid));
+            push(
+                "uuid".into(),
+                format!("'{}' is used by an earlier line", w.uuid),
+            );
         }
         for axis in def.var_axes() {
             match w.axes.get(axis) {
-                None => push(format!("axes.{axis}"), format!("missing value for var axis '{axis}'")),
-                Some(v) if *v <= 0 => push(format!("axes.{axis}"), format!("must be positive, got {v}")),
+                None => push(
+                    format!("axes.{axis}"),
+                    format!("missing value for var axis '{axis}'"),
+                ),
+                Some(v) if *v <= 0 => {
+                    push(format!("axes.{axis}"), format!("must be positive, got {v}"))
+                }
                 Some(_) => {}
             }
         }
         for (axis, v) in &w.axes {
             match def.axes.get(axis) {
-                None => push(format!("axes.{axis}"), format!("the definition has no axis '{axis}'")),
+                None => push(
+                    format!("axes.{axis}"),
+                    format!("the definition has no axis '{axis}'"),
+                ),
                 Some(Axis::Const { value, .. }) if value != v => push(
                     format!("axes.{axis}"),
                     format!("is a const axis of value {value}, the workload says {v}"),
@@ -124,22 +147,37 @@ pub fn parse_workloads(
         }
         for (name, spec) in &w.inputs {
             let Some(tensor) = def.inputs.get(name) else {
-                push(format!("inputs.{name}"), format!("the definition has no input '{name}'"));
+                push(
+                    format!("inputs.{name}"),
+                    format!("the definition has no input '{name}'"),
+                );
                 continue;
             };
             match spec {
                 InputSpec::Scalar { value } => {
                     if !tensor.is_scalar() {
-                        push(format!("inputs.{name}"), "a scalar value was given for an array input".into());
+                        push(
+                            format!("inputs.{name}"),
+                            "a scalar value was given for an array input".into(),
+                        );
                     } else if !(value.is_number() || value.is_boolean()) {
-                        push(format!("inputs.{name}.value"), format!("must be a number or a boolean, got {value}"));
+                        push(
+                            format!("inputs.{name}.value"),
+                            format!("must be a number or a boolean, got {value}"),
+                        );
                     }
                 }
                 InputSpec::Safetensors { path, .. } => {
                     if path.starts_with('/') || path.split('/').any(|c| c == "..") {
-                        push(format!("inputs.{name}.path"), format!("'{path}' must be relative to the task folder"));
+                        push(
+                            format!("inputs.{name}.path"),
+                            format!("'{path}' must be relative to the task folder"),
+                        );
                     } else if !file_exists(path) {
-                        push(format!("inputs.{name}.path"), format!("'{path}' does not exist in the task folder"));
+                        push(
+                            format!("inputs.{name}.path"),
+                            format!("'{path}' does not exist in the task folder"),
+                        );
                     }
                 }
                 InputSpec::Random => {}
@@ -178,13 +216,25 @@ mod tests {
         let text = "{\"uuid\": \"a\", \"axes\": {\"M\": 4}}\n\n{\"definition\": \"t\", \"workload\": {\"uuid\": \"b\", \"axes\": {\"M\": 2}, \"inputs\": {\"eps\": {\"type\": \"scalar\", \"value\": 1e-6}}}}\n";
         let w = parse_workloads("w.jsonl", text, &def(), &|_| false).unwrap();
         assert_eq!(w.len(), 2);
-        assert_eq!(w[1].all_axes(&def()).into_iter().collect::<Vec<_>>(), [("M".to_string(), 2), ("N".to_string(), 8)]);
+        assert_eq!(
+            w[1].all_axes(&def()).into_iter().collect::<Vec<_>>(),
+            [("M".to_string(), 2), ("N".to_string(), 8)]
+        );
     }
 
     #[test]
     fn missing_axis_names_line_and_field() {
-        let e = parse_workloads("w.jsonl", "{\"uuid\": \"a\", \"axes\": {}}", &def(), &|_| false).unwrap_err();
-        assert_eq!(e.to_string(), "w.jsonl: line 1: axes.M: missing value for var axis 'M'");
+        let e = parse_workloads(
+            "w.jsonl",
+            "{\"uuid\": \"a\", \"axes\": {}}",
+            &def(),
+            &|_| false,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.jsonl: line 1: axes.M: missing value for var axis 'M'"
+        );
     }
 
     #[test]
@@ -204,9 +254,17 @@ mod tests {
 
     #[test]
     fn malformed_line_is_located() {
-        let e = parse_workloads("w.jsonl", "{\"uuid\": \"a\", \"axes\": {\"M\": \"four\"}}", &def(), &|_| false)
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with("w.jsonl: line 1: axes.M: invalid type: string \"four\""), "{e}");
+        let e = parse_workloads(
+            "w.jsonl",
+            "{\"uuid\": \"a\", \"axes\": {\"M\": \"four\"}}",
+            &def(),
+            &|_| false,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("w.jsonl: line 1: axes.M: invalid type: string \"four\""),
+            "{e}"
+        );
     }
 }

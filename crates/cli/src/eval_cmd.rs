@@ -1,0 +1,208 @@
+use crate::format::{duration_ns, error};
+use crate::{EXIT_BAD_INPUT, EXIT_FAILED};
+use anyhow::Context;
+use ksearch_eval::{evaluate, EvalError, EvalOptions, Evaluation, Status};
+use ksearch_spec::{Solution, Task};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(clap::Args)]
+pub(crate) struct EvalArgs {
+    /// A built-in task name (see `ksearch tasks`) or a task folder.
+    task: String,
+    /// A Solution JSON or a single source file; the task's seed kernel when left out.
+    solution: Option<PathBuf>,
+    /// Print one JSON object (status, workloads, raw samples) instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Correctness trials per workload, each on fresh inputs (default: the task's, usually 3).
+    #[arg(long)]
+    trials: Option<u32>,
+    /// Seed of the input generator (default: a fresh one, printed so the run can be repeated).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Wall-clock limit of the whole evaluation in seconds (default: the task's, usually 60).
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<f64>,
+    /// Address-space limit of the evaluation process in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 8192)]
+    memory_limit: u64,
+    /// Stop at the first workload that does not pass.
+    #[arg(long)]
+    fail_fast: bool,
+}
+
+pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
+    let task = match Task::load(&args.task) {
+        Ok(t) => t,
+        Err(e) => return bad_input(&e.to_string()),
+    };
+    let solution = match &args.solution {
+        Some(path) => match Solution::load(path, &task) {
+            Ok(s) => s,
+            Err(e) => return bad_input(&e.to_string()),
+        },
+        None => {
+            let Some(seed) = task.seed.clone() else {
+                return bad_input(&format!(
+                    "{}: kernel.seed: the task has no seed kernel, so name a SOLUTION to evaluate",
+                    task.file("task.toml")
+                ));
+            };
+            if !args.json {
+                eprintln!(
+                    "No solution given: evaluating the task's seed kernel {}.",
+                    task.file(&seed.path)
+                );
+            }
+            match Solution::from_source(&task.file(&seed.path), &seed.path, seed.content, &task) {
+                Ok(s) => s,
+                Err(e) => return bad_input(&e.to_string()),
+            }
+        }
+    };
+    if let Some(t) = args.timeout {
+        if !(t > 0.0 && t.is_finite()) {
+            return bad_input(&format!(
+                "--timeout: must be a positive number of seconds, got {t}"
+            ));
+        }
+    }
+    let opts = EvalOptions {
+        seed: args.seed.unwrap_or_else(fresh_seed),
+        trials: args.trials,
+        timeout: args.timeout.map(Duration::from_secs_f64),
+        memory_bytes: Some(args.memory_limit.saturating_mul(1 << 20)),
+        fail_fast: args.fail_fast,
+    };
+    let notify = |msg: &str| eprintln!("ksearch: {msg}");
+    let evaluation = match evaluate(&task, &solution, &opts, &notify) {
+        Ok(e) => e,
+        Err(EvalError::Task(problem)) => {
+            return bad_input(&format!(
+                "{problem}\n(the task cannot be used as it is; this is for its author to fix)"
+            ))
+        }
+        Err(e @ EvalError::UnsupportedLanguage { .. }) => return bad_input(&e.to_string()),
+        Err(e) => return Err(e).context("the evaluation could not run"),
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&evaluation).context("cannot encode the evaluation as JSON")?
+        );
+    } else {
+        print_table(&evaluation);
+    }
+    Ok(if evaluation.passed() { 0 } else { EXIT_FAILED })
+}
+
+fn bad_input(message: &str) -> anyhow::Result<u8> {
+    eprintln!("error: {message}");
+    Ok(EXIT_BAD_INPUT)
+}
+
+fn fresh_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    // Mix in the pid so two evaluations started in the same instant still differ.
+    ((nanos as u64) ^ ((std::process::id() as u64) << 32)) % 1_000_000_007
+}
+
+fn print_table(e: &Evaluation) {
+    let p = &e.provenance;
+    println!(
+        "{} / {}  ({} on {}, seed {}, {} trial{} per workload)",
+        e.task,
+        e.solution,
+        p.backend,
+        p.device,
+        p.seed,
+        p.trials,
+        if p.trials == 1 { "" } else { "s" }
+    );
+    println!();
+    let uuid_w = e
+        .workloads
+        .iter()
+        .map(|w| w.uuid.len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    println!(
+        "  {:<uuid_w$}  {:<19}  {:>8}  {:>8}  {:>22}  {:>22}  {:>8}",
+        "workload", "status", "max abs", "max rel", "candidate (IQR)", "reference (IQR)", "speedup"
+    );
+    for w in &e.workloads {
+        let (abs, rel) = w
+            .correctness
+            .as_ref()
+            .map(|c| (c.max_abs_error, c.max_rel_error))
+            .unwrap_or((None, None));
+        let (cand, refr, speed) = match &w.timing {
+            Some(t) => (
+                format!(
+                    "{} ({})",
+                    duration_ns(t.candidate.median_ns),
+                    duration_ns(t.candidate.iqr_ns)
+                ),
+                format!(
+                    "{} ({})",
+                    duration_ns(t.reference.median_ns),
+                    duration_ns(t.reference.iqr_ns)
+                ),
+                format!("{:.2}x", t.speedup),
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        println!(
+            "  {:<uuid_w$}  {:<19}  {:>8}  {:>8}  {:>22}  {:>22}  {:>8}",
+            w.uuid,
+            w.status.as_str(),
+            error(abs),
+            error(rel),
+            cand,
+            refr,
+            speed
+        );
+        if let Some(flag) = w.timing.as_ref().and_then(|t| t.suspicious.as_ref()) {
+            println!("  {:<uuid_w$}  warning: {flag}", "");
+        }
+    }
+    println!();
+    let total = e.workloads.len();
+    let passed = e
+        .workloads
+        .iter()
+        .filter(|w| w.status == Status::Passed)
+        .count();
+    if e.passed() {
+        let speedup = e
+            .speedup
+            .map(|s| format!(", {s:.2}x the reference's speed (geometric mean)"))
+            .unwrap_or_default();
+        println!(
+            "passed: {passed}/{total} workloads{speedup}; evaluated in {:.2} s",
+            e.wall_seconds
+        );
+    } else {
+        let reason = e.reason.as_deref().unwrap_or("");
+        println!(
+            "failed: {} ({passed}/{total} workloads passed): {reason}",
+            e.status
+        );
+        if e.status != Status::CompileError && !e.log.trim().is_empty() {
+            println!("\nlog of the evaluation process (last lines):");
+            for line in tail_lines(&e.log, 15) {
+                println!("  {line}");
+            }
+        }
+    }
+}
+
+fn tail_lines(text: &str, n: usize) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].to_vec()
+}

@@ -1,0 +1,51 @@
+//! `ksearch`: finds fast kernels. This binary wires the layers together and talks to the user;
+//! the work happens in the `ksearch-spec` and `ksearch-eval` crates.
+
+mod eval_cmd;
+mod format;
+mod tasks_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "ksearch",
+    version,
+    about = "Search for fast GPU and CPU kernels, checked and timed on real hardware"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the built-in tasks.
+    Tasks {
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Evaluate one solution: compile, check against the reference, time against it.
+    Eval(eval_cmd::EvalArgs),
+}
+
+/// Exit codes of the command-line contract.
+pub(crate) const EXIT_FAILED: u8 = 1;
+pub(crate) const EXIT_BAD_INPUT: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Tasks { json } => tasks_cmd::run(json),
+        Command::Eval(args) => eval_cmd::run(&args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}

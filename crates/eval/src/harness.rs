@@ -1,0 +1,176 @@
+//! Where the Python harness and its interpreter come from.
+//!
+//! The harness package is compiled into the binary and unpacked once into the user cache,
+//! under a folder named by its content hash, so a `ksearch` binary carried to another machine
+//! (the GPU host) brings the matching harness with it.
+
+use crate::EvalError;
+use include_dir::{include_dir, Dir};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+static HARNESS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../harness/ksearch_harness");
+
+/// The user cache folder of ksearch: `$KSEARCH_CACHE_DIR`, else `$XDG_CACHE_HOME/ksearch`,
+/// else `~/.cache/ksearch`.
+pub fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("KSEARCH_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(dir).join("ksearch");
+    }
+    match std::env::var_os("HOME") {
+        Some(home) => PathBuf::from(home).join(".cache").join("ksearch"),
+        None => std::env::temp_dir().join("ksearch-cache"),
+    }
+}
+
+fn harness_files(dir: &'static Dir<'static>, out: &mut Vec<(&'static Path, &'static [u8])>) {
+    for f in dir.files() {
+        let is_source = f.path().extension().is_some_and(|e| e == "py");
+        if is_source {
+            out.push((f.path(), f.contents()));
+        }
+    }
+    for d in dir.dirs() {
+        if d.path().file_name().is_some_and(|n| n != "__pycache__") {
+            harness_files(d, out);
+        }
+    }
+}
+
+/// The folder to put on PYTHONPATH: `$KSEARCH_HARNESS_DIR` when set (development), else the
+/// embedded harness, unpacked on first use.
+pub fn harness_root() -> Result<PathBuf, EvalError> {
+    if let Some(dir) = std::env::var_os("KSEARCH_HARNESS_DIR") {
+        return Ok(PathBuf::from(dir));
+    }
+    let mut files = Vec::new();
+    harness_files(&HARNESS, &mut files);
+    files.sort();
+    let mut hash = Sha256::new();
+    for (path, content) in &files {
+        hash.update(path.to_string_lossy().as_bytes());
+        hash.update([0]);
+        hash.update(content);
+    }
+    let digest = hash.finalize();
+    let tag: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let root = cache_dir().join("harness").join(tag);
+    if root.join("ksearch_harness").join("__main__.py").is_file() {
+        return Ok(root);
+    }
+    let io = |path: &Path, source: std::io::Error| {
+        EvalError::Setup(format!(
+            "cannot write the harness to {}: {source}",
+            path.display()
+        ))
+    };
+    let parent = root.parent().unwrap_or(&root).to_path_buf();
+    std::fs::create_dir_all(&parent).map_err(|e| io(&parent, e))?;
+    // Unpack beside the final place, then rename, so a concurrent ksearch never sees half a package.
+    let staging = tempfile::Builder::new()
+        .prefix(".unpack-")
+        .tempdir_in(&parent)
+        .map_err(|e| io(&parent, e))?;
+    for (path, content) in &files {
+        let dest = staging.path().join("ksearch_harness").join(path);
+        if let Some(dir) = dest.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        }
+        std::fs::write(&dest, content).map_err(|e| io(&dest, e))?;
+    }
+    let staged = staging.keep();
+    if std::fs::rename(&staged, &root).is_err() {
+        // Another process won the race; its copy is identical.
+        let _ = std::fs::remove_dir_all(&staged);
+    }
+    Ok(root)
+}
+
+fn has_numpy(python: &Path) -> bool {
+    Command::new(python)
+        .args(["-c", "import numpy"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The Python interpreter that runs the harness, found once per process:
+/// `$KSEARCH_PYTHON` if set; else ksearch's own virtual environment in the cache; else
+/// `python3` if it has NumPy; else a new virtual environment with NumPy, created now
+/// (`notify` is told what is happening, since it takes a while).
+pub fn python(notify: &dyn Fn(&str)) -> Result<PathBuf, EvalError> {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    if let Some(p) = PYTHON.get() {
+        return Ok(p.clone());
+    }
+    let found = find_python(notify)?;
+    Ok(PYTHON.get_or_init(|| found).clone())
+}
+
+fn find_python(notify: &dyn Fn(&str)) -> Result<PathBuf, EvalError> {
+    if let Some(p) = std::env::var_os("KSEARCH_PYTHON") {
+        let p = PathBuf::from(p);
+        if !has_numpy(&p) {
+            return Err(EvalError::Setup(format!(
+                "KSEARCH_PYTHON={} cannot import numpy; install it there (`{} -m pip install numpy`) or unset KSEARCH_PYTHON",
+                p.display(),
+                p.display()
+            )));
+        }
+        return Ok(p);
+    }
+    let venv = cache_dir().join("venv");
+    let venv_python = venv.join("bin").join("python");
+    if has_numpy(&venv_python) {
+        return Ok(venv_python);
+    }
+    let system = PathBuf::from("python3");
+    if has_numpy(&system) {
+        return Ok(system);
+    }
+    notify(&format!(
+        "python3 has no NumPy; creating a virtual environment for the harness in {} (once)",
+        venv.display()
+    ));
+    let ran = |cmd: &mut Command, what: &str| -> Result<(), EvalError> {
+        let out = cmd
+            .output()
+            .map_err(|e| EvalError::Setup(format!("{what}: cannot start: {e}")))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            let tail: String = String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n");
+            Err(EvalError::Setup(format!("{what} failed:\n{tail}")))
+        }
+    };
+    ran(
+        Command::new("python3").arg("-m").arg("venv").arg(&venv),
+        "python3 -m venv (on Debian/Ubuntu, `apt install python3-venv` provides it)",
+    )?;
+    notify("installing NumPy into it with pip");
+    ran(
+        Command::new(&venv_python).args(["-m", "pip", "install", "--quiet", "numpy"]),
+        "pip install numpy",
+    )?;
+    if !has_numpy(&venv_python) {
+        return Err(EvalError::Setup(format!(
+            "{} still cannot import numpy after installing it",
+            venv_python.display()
+        )));
+    }
+    Ok(venv_python)
+}

@@ -1,0 +1,146 @@
+//! The evaluation record: what the harness reported, checked and summarised here.
+
+use crate::stats::SampleStats;
+use crate::status::Status;
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+/// One line of the harness protocol (docs/protocol.md).
+#[derive(Debug, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub(crate) enum Event {
+    Progress {
+        stage: String,
+        #[serde(default)]
+        workload: Option<usize>,
+        #[serde(default)]
+        trial: Option<u32>,
+    },
+    Compile {
+        ok: bool,
+        #[serde(default)]
+        seconds: Option<f64>,
+        #[serde(default)]
+        command: Vec<String>,
+        #[serde(default)]
+        log: String,
+    },
+    Workload(Box<WorkloadEvent>),
+    TaskError {
+        #[serde(default)]
+        field: String,
+        message: String,
+    },
+    HarnessError {
+        message: String,
+    },
+    Done {
+        #[serde(default)]
+        environment: serde_json::Value,
+        #[serde(default)]
+        harness_version: String,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WorkloadEvent {
+    pub index: usize,
+    pub uuid: String,
+    pub status: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub correctness: Option<Correctness>,
+    #[serde(default)]
+    pub timing: Option<RawTiming>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct RawTiming {
+    #[serde(default)]
+    pub clock: String,
+    pub candidate_ns: Vec<f64>,
+    pub reference_ns: Vec<f64>,
+}
+
+/// Error statistics of the comparison with the reference, over all trials.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Correctness {
+    pub trials: u32,
+    /// `None` when no finite pair was compared.
+    pub max_abs_error: Option<f64>,
+    pub max_rel_error: Option<f64>,
+    pub rel_norm: Option<f64>,
+    pub matched_ratio: f64,
+    pub mismatched: u64,
+    pub elements: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompileReport {
+    pub ok: bool,
+    pub seconds: Option<f64>,
+    pub command: Vec<String>,
+    pub log: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    pub clock: String,
+    pub candidate: SampleStats,
+    pub reference: SampleStats,
+    /// Reference median over candidate median.
+    pub speedup: f64,
+    /// Achieved rates from the task's roofline formulas, at the candidate's median.
+    pub achieved_gb_per_s: Option<f64>,
+    pub achieved_gflop_per_s: Option<f64>,
+    /// Set when the candidate beat what the device can physically do: do not trust it.
+    pub suspicious: Option<String>,
+    pub candidate_ns: Vec<f64>,
+    pub reference_ns: Vec<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadResult {
+    pub uuid: String,
+    pub axes: IndexMap<String, i64>,
+    pub status: Status,
+    pub reason: Option<String>,
+    pub correctness: Option<Correctness>,
+    pub timing: Option<Timing>,
+}
+
+/// Provenance of the numbers: where, with what, and from which seed they were measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub device: String,
+    pub backend: String,
+    pub seed: u64,
+    pub harness_version: Option<String>,
+    /// What the harness found: interpreter, NumPy, compiler, CPU, platform.
+    pub environment: serde_json::Value,
+    pub trials: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    pub task: String,
+    pub solution: String,
+    pub status: Status,
+    /// One sentence on why it did not pass (`None` when it passed).
+    pub reason: Option<String>,
+    /// Geometric mean of the per-workload speedups, when every workload passed.
+    pub speedup: Option<f64>,
+    pub workloads: Vec<WorkloadResult>,
+    pub compile: Option<CompileReport>,
+    pub provenance: Provenance,
+    pub wall_seconds: f64,
+    /// The harness's stderr (what the candidate printed, tracebacks), bounded.
+    pub log: String,
+}
+
+impl Evaluation {
+    pub fn passed(&self) -> bool {
+        self.status == Status::Passed
+    }
+}

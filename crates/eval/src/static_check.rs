@@ -1,0 +1,225 @@
+//! Static checks on candidate source, before anything is compiled. The rule set is data
+//! (`rules/static_checks.toml`, plus each task's `[checks]`), applied to the source with
+//! comments removed so that a comment never triggers a rejection.
+
+use ksearch_spec::{SourceFile, TaskConfig};
+use regex::Regex;
+use serde::Deserialize;
+use std::sync::OnceLock;
+
+#[derive(Deserialize)]
+struct RuleFile {
+    rule: Vec<RuleSpec>,
+}
+
+#[derive(Deserialize)]
+struct RuleSpec {
+    languages: Vec<String>,
+    pattern: String,
+    reason: String,
+}
+
+struct Rule {
+    languages: Vec<String>,
+    regex: Regex,
+    reason: String,
+}
+
+const BUILTIN_RULES: &str = include_str!("../rules/static_checks.toml");
+
+fn builtin_rules() -> &'static [Rule] {
+    static RULES: OnceLock<Vec<Rule>> = OnceLock::new();
+    RULES.get_or_init(|| {
+        // The file is ours and covered by a test, so a failure here is a build defect.
+        let file: RuleFile = toml::from_str(BUILTIN_RULES)
+            .unwrap_or_else(|e| panic!("rules/static_checks.toml: {e}"));
+        file.rule
+            .into_iter()
+            .map(|r| Rule {
+                languages: r.languages,
+                regex: Regex::new(&r.pattern)
+                    .unwrap_or_else(|e| panic!("rules/static_checks.toml: {}: {e}", r.pattern)),
+                reason: r.reason,
+            })
+            .collect()
+    })
+}
+
+/// Why a candidate was rejected: where, what matched, and the rule's reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub file: String,
+    pub line: usize,
+    pub matched: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} line {}: `{}` {}",
+            self.file, self.line, self.matched, self.reason
+        )
+    }
+}
+
+/// Returns the first rule a source breaks, checking built-in rules then the task's own.
+pub fn check_sources(
+    language: &str,
+    sources: &[SourceFile],
+    config: &TaskConfig,
+) -> Option<Rejection> {
+    let task_rules: Vec<(Regex, &str)> = config
+        .checks
+        .forbidden
+        .iter()
+        .filter_map(|f| Regex::new(&f.pattern).ok().map(|r| (r, f.reason.as_str())))
+        .collect();
+    for source in sources {
+        let code = strip_comments(language, &source.content);
+        let builtin = builtin_rules()
+            .iter()
+            .filter(|r| r.languages.iter().any(|l| l == language))
+            .map(|r| (&r.regex, r.reason.as_str()));
+        let task = task_rules.iter().map(|(r, reason)| (r, *reason));
+        for (regex, reason) in builtin.chain(task) {
+            if let Some(m) = regex.find(&code) {
+                return Some(Rejection {
+                    file: source.path.clone(),
+                    line: code[..m.start()].matches('\n').count() + 1,
+                    matched: m.as_str().trim().to_string(),
+                    reason: reason.to_string(),
+                });
+            }
+        }
+    }
+    None
+}
+
+/// Replaces comments with spaces (keeping newlines, so line numbers stay right). String and
+/// character literals are kept, and a comment marker inside one is not a comment.
+fn strip_comments(language: &str, code: &str) -> String {
+    let hash_comments = matches!(language, "python" | "triton");
+    let mut out = String::with_capacity(code.len());
+    let mut chars = code.chars().peekable();
+    let mut quote: Option<char> = None;
+    while let Some(c) = chars.next() {
+        if let Some(q) = quote {
+            out.push(c);
+            if c == '\\' {
+                if let Some(n) = chars.next() {
+                    out.push(n);
+                }
+            } else if c == q || (c == '\n' && !hash_comments) {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '"' | '\'' => {
+                quote = Some(c);
+                out.push(c);
+            }
+            '#' if hash_comments => {
+                for n in chars.by_ref() {
+                    if n == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            '/' if !hash_comments && chars.peek() == Some(&'/') => {
+                for n in chars.by_ref() {
+                    if n == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            '/' if !hash_comments && chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut prev = ' ';
+                for n in chars.by_ref() {
+                    if n == '\n' {
+                        out.push('\n');
+                    }
+                    if prev == '*' && n == '/' {
+                        break;
+                    }
+                    prev = n;
+                }
+                out.push(' ');
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn src(content: &str) -> Vec<SourceFile> {
+        vec![SourceFile {
+            path: "k.c".into(),
+            content: content.into(),
+        }]
+    }
+
+    #[test]
+    fn builtin_rules_parse() {
+        assert!(builtin_rules().len() >= 10);
+    }
+
+    #[test]
+    fn thread_creation_is_rejected_with_line() {
+        let r = check_sources(
+            "c",
+            &src("#include <pthread.h>\nvoid f(){\n  pthread_create(0,0,0,0);\n}\n"),
+            &TaskConfig::default(),
+        )
+        .unwrap();
+        assert_eq!((r.line, r.matched.as_str()), (3, "pthread_create"));
+        assert!(r.reason.contains("creates a thread"));
+    }
+
+    #[test]
+    fn comments_do_not_trigger_but_code_after_them_does() {
+        let cfg = TaskConfig::default();
+        assert_eq!(
+            check_sources(
+                "c",
+                &src("// no fopen( here\n/* nor system( \n here */ void f(){}\n"),
+                &cfg
+            ),
+            None
+        );
+        let r = check_sources(
+            "c",
+            &src("/* a */ char *s = \"// not a comment\"; void f(){ system(\"ls\"); }"),
+            &cfg,
+        )
+        .unwrap();
+        assert_eq!(r.matched, "system(");
+    }
+
+    #[test]
+    fn task_rules_apply() {
+        let mut cfg = TaskConfig::default();
+        cfg.checks.forbidden.push(ksearch_spec::ForbiddenPattern {
+            pattern: r"\bcblas_\w+".into(),
+            reason: "uses BLAS".into(),
+        });
+        let r = check_sources("c", &src("void f(){ cblas_sgemm(); }"), &cfg).unwrap();
+        assert_eq!(
+            (r.matched.as_str(), r.reason.as_str()),
+            ("cblas_sgemm", "uses BLAS")
+        );
+        assert_eq!(
+            check_sources("c", &src("void f(float *x){ x[0] = 1; }"), &cfg),
+            None
+        );
+    }
+}

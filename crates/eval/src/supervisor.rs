@@ -1,0 +1,372 @@
+//! Runs one harness process under supervision: its own process group (killed as a whole on
+//! timeout and after exit, so nothing the candidate started survives), resource limits, a
+//! private temp dir, and bounded capture of everything it writes.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Limits applied to the harness process and everything it starts.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Wall-clock limit of the whole evaluation.
+    pub timeout: Duration,
+    /// Address-space limit (RLIMIT_AS); `None` for backends that need huge mappings (CUDA).
+    pub memory_bytes: Option<u64>,
+    /// Largest file the process may write (RLIMIT_FSIZE).
+    pub file_bytes: u64,
+    /// Most protocol bytes read from stdout; the rest is drained and dropped.
+    pub protocol_bytes: usize,
+    /// Longest single protocol line.
+    pub line_bytes: usize,
+    /// stderr kept: this many bytes from the start and from the end.
+    pub log_head_bytes: usize,
+    pub log_tail_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: Duration::from_secs(60),
+            memory_bytes: Some(8 << 30),
+            file_bytes: 1 << 30,
+            protocol_bytes: 64 << 20,
+            line_bytes: 16 << 20,
+            log_head_bytes: 16 << 10,
+            log_tail_bytes: 48 << 10,
+        }
+    }
+}
+
+/// How the process ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+    /// Killed by us at the wall-clock limit.
+    TimedOut,
+}
+
+#[derive(Debug)]
+pub struct Outcome {
+    /// Protocol lines, in order; lines too long to keep are replaced by an error note.
+    pub lines: Vec<Result<String, String>>,
+    pub exit: Exit,
+    pub log: String,
+    pub elapsed: Duration,
+}
+
+/// Spawns `program args` in `workdir` with `env`, writes `stdin_data`, and supervises it.
+pub fn run(
+    program: &Path,
+    args: &[&str],
+    workdir: &Path,
+    env: &[(&str, &std::ffi::OsStr)],
+    stdin_data: Vec<u8>,
+    limits: &Limits,
+) -> std::io::Result<Outcome> {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(workdir)
+        .env("TMPDIR", workdir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let memory = limits.memory_bytes;
+    let file_bytes = limits.file_bytes;
+    // CPU seconds: enough for every core to be busy for the whole wall-clock limit, so that
+    // this limit only catches what escapes the wall clock (e.g. a detached spinner).
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get() as u64)
+        .unwrap_or(1);
+    let cpu_seconds = limits
+        .timeout
+        .as_secs()
+        .saturating_add(1)
+        .saturating_mul(cores)
+        .saturating_add(5);
+    // SAFETY: only async-signal-safe calls (setrlimit) run between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let set = |resource, value: u64| {
+                let lim = libc::rlimit {
+                    rlim_cur: value as libc::rlim_t,
+                    rlim_max: value as libc::rlim_t,
+                };
+                libc::setrlimit(resource, &lim)
+            };
+            if let Some(bytes) = memory {
+                set(libc::RLIMIT_AS, bytes);
+            }
+            set(libc::RLIMIT_CPU, cpu_seconds);
+            set(libc::RLIMIT_FSIZE, file_bytes);
+            set(libc::RLIMIT_CORE, 0);
+            Ok(())
+        });
+    }
+    let start = Instant::now();
+    let mut child = cmd.spawn()?;
+    let pgid = child.id() as libc::pid_t;
+    let kill_group = || {
+        // SAFETY: plain syscall; a negative pid addresses the process group we created.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    };
+
+    let mut stdin = child.stdin.take();
+    let writer = std::thread::spawn(move || {
+        if let Some(mut s) = stdin.take() {
+            // A harness that dies early closes the pipe; the exit status tells that story.
+            let _ = s.write_all(&stdin_data);
+        }
+    });
+
+    let (line_tx, line_rx) = mpsc::channel::<Result<String, String>>();
+    let stdout = child.stdout.take();
+    let (protocol_bytes, line_bytes) = (limits.protocol_bytes, limits.line_bytes);
+    std::thread::spawn(move || {
+        if let Some(out) = stdout {
+            read_lines(out, protocol_bytes, line_bytes, &line_tx);
+        }
+    });
+    let (log_tx, log_rx) = mpsc::channel::<String>();
+    let stderr = child.stderr.take();
+    let (head, tail) = (limits.log_head_bytes, limits.log_tail_bytes);
+    std::thread::spawn(move || {
+        if let Some(err) = stderr {
+            let _ = log_tx.send(read_bounded(err, head, tail));
+        }
+    });
+
+    let deadline = start + limits.timeout;
+    let mut lines = Vec::new();
+    let exit = loop {
+        while let Ok(line) = line_rx.try_recv() {
+            lines.push(line);
+        }
+        if let Some(status) = child.try_wait()? {
+            break match (status.code(), status.signal()) {
+                (Some(code), _) => Exit::Code(code),
+                (None, Some(sig)) => Exit::Signal(sig),
+                _ => Exit::Code(-1),
+            };
+        }
+        if Instant::now() >= deadline {
+            kill_group();
+            let _ = child.wait();
+            break Exit::TimedOut;
+        }
+        if let Ok(line) = line_rx.recv_timeout(Duration::from_millis(5)) {
+            lines.push(line);
+        }
+    };
+    let elapsed = start.elapsed();
+    // Whatever the candidate started in the group dies with it.
+    kill_group();
+    let _ = writer.join();
+    // The pipes close once every process holding them is gone; a process that escaped the
+    // group could hold them open, so we wait only briefly.
+    let grace = Instant::now() + Duration::from_secs(1);
+    while let Ok(line) = line_rx.recv_timeout(grace.saturating_duration_since(Instant::now())) {
+        lines.push(line);
+    }
+    let log = log_rx
+        .recv_timeout(grace.saturating_duration_since(Instant::now()) + Duration::from_millis(100))
+        .unwrap_or_default();
+    Ok(Outcome {
+        lines,
+        exit,
+        log,
+        elapsed,
+    })
+}
+
+fn read_lines(
+    out: impl Read,
+    max_total: usize,
+    max_line: usize,
+    tx: &mpsc::Sender<Result<String, String>>,
+) {
+    let mut reader = BufReader::new(out);
+    let mut total = 0usize;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = match (&mut reader)
+            .take(max_line as u64 + 1)
+            .read_until(b'\n', &mut buf)
+        {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        total += n;
+        if total > max_total {
+            let _ = tx.send(Err(format!(
+                "the harness wrote more than {max_total} bytes of protocol; the rest was dropped"
+            )));
+            let _ = std::io::copy(&mut reader, &mut std::io::sink());
+            return;
+        }
+        if buf.last() != Some(&b'\n') && n > max_line {
+            let _ = tx.send(Err(format!(
+                "a protocol line longer than {max_line} bytes was dropped"
+            )));
+            // Skip the rest of that line.
+            let mut rest = Vec::new();
+            if reader.read_until(b'\n', &mut rest).is_err() {
+                return;
+            }
+            total += rest.len();
+            continue;
+        }
+        let line = String::from_utf8_lossy(&buf).trim_end().to_string();
+        if !line.is_empty() && tx.send(Ok(line)).is_err() {
+            return;
+        }
+    }
+}
+
+/// Reads a stream to its end, keeping its first `head` and last `tail` bytes.
+fn read_bounded(mut r: impl Read, head: usize, tail: usize) -> String {
+    let mut first = Vec::new();
+    let mut last: std::collections::VecDeque<u8> = std::collections::VecDeque::new();
+    let mut dropped = 0usize;
+    let mut chunk = [0u8; 8192];
+    loop {
+        let n = match r.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let mut data = &chunk[..n];
+        if first.len() < head {
+            let take = (head - first.len()).min(data.len());
+            first.extend_from_slice(&data[..take]);
+            data = &data[take..];
+        }
+        last.extend(data);
+        while last.len() > tail {
+            last.pop_front();
+            dropped += 1;
+        }
+    }
+    let mut text = String::from_utf8_lossy(&first).to_string();
+    if dropped > 0 {
+        text.push_str(&format!("\n[... {dropped} bytes of log dropped ...]\n"));
+    }
+    text.push_str(&String::from_utf8_lossy(last.make_contiguous()));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str, limits: &Limits) -> Outcome {
+        let dir = tempfile::tempdir().unwrap();
+        run(
+            Path::new("/bin/sh"),
+            &["-c", script],
+            dir.path(),
+            &[],
+            Vec::new(),
+            limits,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn lines_exit_code_and_log() {
+        let o = sh(
+            "echo '{\"a\":1}'; echo oops >&2; exit 3",
+            &Limits::default(),
+        );
+        assert_eq!(o.exit, Exit::Code(3));
+        assert_eq!(o.lines, vec![Ok("{\"a\":1}".to_string())]);
+        assert_eq!(o.log.trim(), "oops");
+    }
+
+    #[test]
+    fn timeout_kills_the_whole_group() {
+        let limits = Limits {
+            timeout: Duration::from_millis(300),
+            ..Limits::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("child.pid");
+        let script = format!("sleep 30 & echo $! > {}; wait", marker.display());
+        let o = run(
+            Path::new("/bin/sh"),
+            &["-c", &script],
+            dir.path(),
+            &[],
+            Vec::new(),
+            &limits,
+        )
+        .unwrap();
+        assert_eq!(o.exit, Exit::TimedOut);
+        assert!(o.elapsed < Duration::from_secs(3), "{:?}", o.elapsed);
+        let pid: i32 = std::fs::read_to_string(&marker)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        // SAFETY: signal 0 only probes for existence.
+        let alive = unsafe { libc::kill(pid, 0) } == 0 && !is_zombie(pid);
+        assert!(!alive, "the grandchild {pid} survived the timeout");
+    }
+
+    fn is_zombie(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.contains(") Z "))
+            .unwrap_or(true)
+    }
+
+    #[test]
+    fn log_is_bounded_head_and_tail() {
+        let limits = Limits {
+            log_head_bytes: 10,
+            log_tail_bytes: 10,
+            ..Limits::default()
+        };
+        let o = sh(
+            "i=0; while [ $i -lt 1000 ]; do echo line$i >&2; i=$((i+1)); done",
+            &limits,
+        );
+        assert!(o.log.starts_with("line0\nline"), "{}", o.log);
+        assert!(o.log.contains("bytes of log dropped"));
+        assert!(o.log.trim_end().ends_with("line999"));
+    }
+
+    #[test]
+    fn overlong_line_is_dropped_not_kept() {
+        let limits = Limits {
+            line_bytes: 100,
+            ..Limits::default()
+        };
+        let o = sh(
+            "head -c 1000 /dev/zero | tr '\\0' x; echo; echo ok",
+            &limits,
+        );
+        assert_eq!(o.lines.len(), 2);
+        assert!(o.lines[0]
+            .as_ref()
+            .unwrap_err()
+            .contains("longer than 100 bytes"));
+        assert_eq!(o.lines[1], Ok("ok".to_string()));
+    }
+
+    #[test]
+    fn signal_death_is_reported() {
+        let o = sh("kill -SEGV $$", &Limits::default());
+        assert_eq!(o.exit, Exit::Signal(libc::SIGSEGV));
+    }
+}
