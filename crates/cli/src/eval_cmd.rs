@@ -63,9 +63,7 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
     };
     if let Some(t) = args.timeout {
         if !(t > 0.0 && t.is_finite()) {
-            return bad_input(&format!(
-                "--timeout: must be a positive number of seconds, got {t}"
-            ));
+            return bad_input(&format!("--timeout: must be a positive number of seconds, got {t}"));
         }
     }
     let opts = EvalOptions {
@@ -124,13 +122,7 @@ fn print_table(e: &Evaluation) {
         if p.trials == 1 { "" } else { "s" }
     );
     println!();
-    let uuid_w = e
-        .workloads
-        .iter()
-        .map(|w| w.uuid.len())
-        .max()
-        .unwrap_or(8)
-        .max(8);
+    let uuid_w = e.workloads.iter().map(|w| w.uuid.len()).max().unwrap_or(8).max(8);
     println!(
         "  {:<uuid_w$}  {:<19}  {:>8}  {:>8}  {:>22}  {:>22}  {:>8}",
         "workload", "status", "max abs", "max rel", "candidate (IQR)", "reference (IQR)", "speedup"
@@ -173,11 +165,7 @@ fn print_table(e: &Evaluation) {
     }
     println!();
     let total = e.workloads.len();
-    let passed = e
-        .workloads
-        .iter()
-        .filter(|w| w.status == Status::Passed)
-        .count();
+    let passed = e.workloads.iter().filter(|w| w.status == Status::Passed).count();
     if e.passed() {
         let speedup = e
             .speedup
@@ -189,10 +177,7 @@ fn print_table(e: &Evaluation) {
         );
     } else {
         let reason = e.reason.as_deref().unwrap_or("");
-        println!(
-            "failed: {} ({passed}/{total} workloads passed): {reason}",
-            e.status
-        );
+        println!("failed: {} ({passed}/{total} workloads passed): {reason}", e.status);
         if e.status != Status::CompileError && !e.log.trim().is_empty() {
             println!("\nlog of the evaluation process (last lines):");
             for line in tail_lines(&e.log, 15) {

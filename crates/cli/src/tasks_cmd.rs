@@ -5,10 +5,7 @@ use serde_json::json;
 pub(crate) fn run(json_out: bool) -> anyhow::Result<u8> {
     let mut tasks = Vec::new();
     for name in builtin_names() {
-        tasks.push(
-            Task::load_builtin(&name)
-                .with_context(|| format!("built-in task '{name}' is broken"))?,
-        );
+        tasks.push(Task::load_builtin(&name).with_context(|| format!("built-in task '{name}' is broken"))?);
     }
     if json_out {
         let list: Vec<_> = tasks
@@ -27,16 +24,8 @@ pub(crate) fn run(json_out: bool) -> anyhow::Result<u8> {
         println!("{}", json!({ "tasks": list }));
         return Ok(0);
     }
-    let width = tasks
-        .iter()
-        .map(|t| t.definition.name.len())
-        .max()
-        .unwrap_or(4)
-        .max(4);
-    println!(
-        "{:<width$}  {:<9}  {:>9}  description",
-        "task", "language", "workloads"
-    );
+    let width = tasks.iter().map(|t| t.definition.name.len()).max().unwrap_or(4).max(4);
+    println!("{:<width$}  {:<9}  {:>9}  description", "task", "language", "workloads");
     for t in &tasks {
         let summary = t
             .definition

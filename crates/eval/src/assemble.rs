@@ -2,9 +2,7 @@
 //! the harness wrote is treated as untrusted: malformed lines, impossible indices and missing
 //! samples become `harness_error`s, and a process that died says where it died.
 
-use crate::record::{
-    CompileReport, Evaluation, Event, Provenance, Timing, WorkloadEvent, WorkloadResult,
-};
+use crate::record::{CompileReport, Evaluation, Event, Provenance, Timing, WorkloadEvent, WorkloadResult};
 use crate::static_check::Rejection;
 use crate::stats::{geometric_mean, SampleStats};
 use crate::status::Status;
@@ -39,12 +37,7 @@ struct Progress {
 }
 
 impl<'a> Assembler<'a> {
-    pub(crate) fn new(
-        task: &'a Task,
-        solution: &'a Solution,
-        provenance: Provenance,
-        timeout: Duration,
-    ) -> Self {
+    pub(crate) fn new(task: &'a Task, solution: &'a Solution, provenance: Provenance, timeout: Duration) -> Self {
         let workloads = task
             .workloads
             .iter()
@@ -126,17 +119,7 @@ impl<'a> Assembler<'a> {
                 }
             };
             match event {
-                Event::Progress {
-                    stage,
-                    workload,
-                    trial,
-                } => {
-                    progress = Some(Progress {
-                        stage,
-                        workload,
-                        trial,
-                    })
-                }
+                Event::Progress { stage, workload, trial } => progress = Some(Progress { stage, workload, trial }),
                 Event::Compile {
                     ok,
                     seconds,
@@ -199,10 +182,7 @@ impl<'a> Assembler<'a> {
                 format!(
                     "the evaluation exceeded its {:.0} s limit{}; the process group was killed",
                     self.timeout.as_secs_f64(),
-                    where_
-                        .as_deref()
-                        .map(|w| format!(" during {w}"))
-                        .unwrap_or_default()
+                    where_.as_deref().map(|w| format!(" during {w}")).unwrap_or_default()
                 ),
             )),
             Exit::Signal(sig) if !done => {
@@ -210,26 +190,17 @@ impl<'a> Assembler<'a> {
                 if *sig == libc::SIGXCPU {
                     Some((
                         Status::Timeout,
-                        format!(
-                            "the evaluation used up its CPU-time limit ({name}){}",
-                            at(&where_)
-                        ),
+                        format!("the evaluation used up its CPU-time limit ({name}){}", at(&where_)),
                     ))
                 } else if candidate_running {
                     Some((
                         Status::RuntimeError,
-                        format!(
-                            "the process was killed by signal {sig} ({name}){}",
-                            at(&where_)
-                        ),
+                        format!("the process was killed by signal {sig} ({name}){}", at(&where_)),
                     ))
                 } else {
                     Some((
                         Status::HarnessError,
-                        format!(
-                            "the harness was killed by signal {sig} ({name}){}",
-                            at(&where_)
-                        ),
+                        format!("the harness was killed by signal {sig} ({name}){}", at(&where_)),
                     ))
                 }
             }
@@ -329,22 +300,17 @@ impl<'a> Assembler<'a> {
                 w.index, w.uuid, slot.uuid
             ));
         }
-        let status = Status::from_harness(&w.status)
-            .ok_or_else(|| format!("unknown workload status '{}'", w.status))?;
+        let status =
+            Status::from_harness(&w.status).ok_or_else(|| format!("unknown workload status '{}'", w.status))?;
         slot.reason = w.reason;
         slot.correctness = w.correctness;
         if status == Status::Passed {
             let raw = w
                 .timing
                 .ok_or_else(|| format!("workload {} passed without timing samples", w.index))?;
-            let (Some(cand), Some(refr)) = (
-                SampleStats::of(&raw.candidate_ns),
-                SampleStats::of(&raw.reference_ns),
-            ) else {
-                return Err(format!(
-                    "workload {} has empty or invalid timing samples",
-                    w.index
-                ));
+            let (Some(cand), Some(refr)) = (SampleStats::of(&raw.candidate_ns), SampleStats::of(&raw.reference_ns))
+            else {
+                return Err(format!("workload {} has empty or invalid timing samples", w.index));
             };
             if cand.median_ns <= 0.0 {
                 return Err(format!("workload {} has a zero candidate median", w.index));
@@ -353,10 +319,7 @@ impl<'a> Assembler<'a> {
             let axes = w_def.all_axes(&self.task.definition);
             let seconds = cand.median_ns * 1e-9;
             let roof = self.task.config.roofline.as_ref();
-            let rate = |expr: Option<&String>| {
-                expr.and_then(|e| eval_formula(e, &axes).ok())
-                    .map(|v| v / seconds)
-            };
+            let rate = |expr: Option<&String>| expr.and_then(|e| eval_formula(e, &axes).ok()).map(|v| v / seconds);
             let bytes_per_s = rate(roof.and_then(|r| r.bytes.as_ref()));
             let flops_per_s = rate(roof.and_then(|r| r.flops.as_ref()));
             let (peak_bytes, peak_flops) = device_peaks(&self.provenance.device);
@@ -391,10 +354,7 @@ impl<'a> Assembler<'a> {
 }
 
 fn at(where_: &Option<String>) -> String {
-    where_
-        .as_deref()
-        .map(|w| format!(" during {w}"))
-        .unwrap_or_default()
+    where_.as_deref().map(|w| format!(" during {w}")).unwrap_or_default()
 }
 
 fn log_hint(log: &str) -> String {

@@ -64,10 +64,7 @@ pub fn harness_root() -> Result<PathBuf, EvalError> {
         return Ok(root);
     }
     let io = |path: &Path, source: std::io::Error| {
-        EvalError::Setup(format!(
-            "cannot write the harness to {}: {source}",
-            path.display()
-        ))
+        EvalError::Setup(format!("cannot write the harness to {}: {source}", path.display()))
     };
     let parent = root.parent().unwrap_or(&root).to_path_buf();
     std::fs::create_dir_all(&parent).map_err(|e| io(&parent, e))?;

@@ -82,9 +82,7 @@ pub fn evaluate(
     let (backend, device) = backend_for(&solution.spec.language)?;
     let cfg = &task.config.evaluation;
     let trials = opts.trials.unwrap_or(cfg.trials).max(1);
-    let timeout = opts
-        .timeout
-        .unwrap_or(Duration::from_secs_f64(cfg.timeout_s));
+    let timeout = opts.timeout.unwrap_or(Duration::from_secs_f64(cfg.timeout_s));
     let provenance = Provenance {
         device: device.to_string(),
         backend: backend.to_string(),
@@ -95,8 +93,7 @@ pub fn evaluate(
     };
     let assembler = assemble::Assembler::new(task, solution, provenance, timeout);
 
-    if let Some(rejection) = check_sources(&solution.spec.language, &solution.sources, &task.config)
-    {
+    if let Some(rejection) = check_sources(&solution.spec.language, &solution.sources, &task.config) {
         return Ok(assembler.rejected(&rejection));
     }
 
@@ -125,12 +122,7 @@ pub fn evaluate(
         request.to_string().into_bytes(),
         &limits,
     )
-    .map_err(|e| {
-        EvalError::Setup(format!(
-            "cannot start the harness with {}: {e}",
-            python.display()
-        ))
-    })?;
+    .map_err(|e| EvalError::Setup(format!("cannot start the harness with {}: {e}", python.display())))?;
     assembler.finish(outcome)
 }
 
@@ -149,12 +141,8 @@ fn build_request(
         .dtypes()
         .into_iter()
         .filter_map(|d| {
-            cfg.tolerance_for(d).map(|t| {
-                (
-                    d.name().to_string(),
-                    json!({"atol": t.atol, "rtol": t.rtol}),
-                )
-            })
+            cfg.tolerance_for(d)
+                .map(|t| (d.name().to_string(), json!({"atol": t.atol, "rtol": t.rtol})))
         })
         .collect();
     json!({

@@ -31,8 +31,7 @@ fn builtin_rules() -> &'static [Rule] {
     static RULES: OnceLock<Vec<Rule>> = OnceLock::new();
     RULES.get_or_init(|| {
         // The file is ours and covered by a test, so a failure here is a build defect.
-        let file: RuleFile = toml::from_str(BUILTIN_RULES)
-            .unwrap_or_else(|e| panic!("rules/static_checks.toml: {e}"));
+        let file: RuleFile = toml::from_str(BUILTIN_RULES).unwrap_or_else(|e| panic!("rules/static_checks.toml: {e}"));
         file.rule
             .into_iter()
             .map(|r| Rule {
@@ -65,11 +64,7 @@ impl std::fmt::Display for Rejection {
 }
 
 /// Returns the first rule a source breaks, checking built-in rules then the task's own.
-pub fn check_sources(
-    language: &str,
-    sources: &[SourceFile],
-    config: &TaskConfig,
-) -> Option<Rejection> {
+pub fn check_sources(language: &str, sources: &[SourceFile], config: &TaskConfig) -> Option<Rejection> {
     let task_rules: Vec<(Regex, &str)> = config
         .checks
         .forbidden
@@ -213,13 +208,7 @@ mod tests {
             reason: "uses BLAS".into(),
         });
         let r = check_sources("c", &src("void f(){ cblas_sgemm(); }"), &cfg).unwrap();
-        assert_eq!(
-            (r.matched.as_str(), r.reason.as_str()),
-            ("cblas_sgemm", "uses BLAS")
-        );
-        assert_eq!(
-            check_sources("c", &src("void f(float *x){ x[0] = 1; }"), &cfg),
-            None
-        );
+        assert_eq!((r.matched.as_str(), r.reason.as_str()), ("cblas_sgemm", "uses BLAS"));
+        assert_eq!(check_sources("c", &src("void f(float *x){ x[0] = 1; }"), &cfg), None);
     }
 }

@@ -44,11 +44,7 @@ impl SampleStats {
 
 /// Geometric mean of positive ratios (the arithmetic mean of ratios is biased upwards).
 pub fn geometric_mean(values: &[f64]) -> Option<f64> {
-    if values.is_empty()
-        || values
-            .iter()
-            .any(|v| v.is_nan() || *v <= 0.0 || v.is_infinite())
-    {
+    if values.is_empty() || values.iter().any(|v| v.is_nan() || *v <= 0.0 || v.is_infinite()) {
         return None;
     }
     let log_sum: f64 = values.iter().map(|v| v.ln()).sum();

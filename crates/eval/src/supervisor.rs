@@ -189,21 +189,13 @@ pub fn run(
     })
 }
 
-fn read_lines(
-    out: impl Read,
-    max_total: usize,
-    max_line: usize,
-    tx: &mpsc::Sender<Result<String, String>>,
-) {
+fn read_lines(out: impl Read, max_total: usize, max_line: usize, tx: &mpsc::Sender<Result<String, String>>) {
     let mut reader = BufReader::new(out);
     let mut total = 0usize;
     let mut buf = Vec::new();
     loop {
         buf.clear();
-        let n = match (&mut reader)
-            .take(max_line as u64 + 1)
-            .read_until(b'\n', &mut buf)
-        {
+        let n = match (&mut reader).take(max_line as u64 + 1).read_until(b'\n', &mut buf) {
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
@@ -216,9 +208,7 @@ fn read_lines(
             return;
         }
         if buf.last() != Some(&b'\n') && n > max_line {
-            let _ = tx.send(Err(format!(
-                "a protocol line longer than {max_line} bytes was dropped"
-            )));
+            let _ = tx.send(Err(format!("a protocol line longer than {max_line} bytes was dropped")));
             // Skip the rest of that line.
             let mut rest = Vec::new();
             if reader.read_until(b'\n', &mut rest).is_err() {
@@ -284,10 +274,7 @@ mod tests {
 
     #[test]
     fn lines_exit_code_and_log() {
-        let o = sh(
-            "echo '{\"a\":1}'; echo oops >&2; exit 3",
-            &Limits::default(),
-        );
+        let o = sh("echo '{\"a\":1}'; echo oops >&2; exit 3", &Limits::default());
         assert_eq!(o.exit, Exit::Code(3));
         assert_eq!(o.lines, vec![Ok("{\"a\":1}".to_string())]);
         assert_eq!(o.log.trim(), "oops");
@@ -313,11 +300,7 @@ mod tests {
         .unwrap();
         assert_eq!(o.exit, Exit::TimedOut);
         assert!(o.elapsed < Duration::from_secs(3), "{:?}", o.elapsed);
-        let pid: i32 = std::fs::read_to_string(&marker)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let pid: i32 = std::fs::read_to_string(&marker).unwrap().trim().parse().unwrap();
         std::thread::sleep(Duration::from_millis(100));
         // SAFETY: signal 0 only probes for existence.
         let alive = unsafe { libc::kill(pid, 0) } == 0 && !is_zombie(pid);
@@ -352,15 +335,9 @@ mod tests {
             line_bytes: 100,
             ..Limits::default()
         };
-        let o = sh(
-            "head -c 1000 /dev/zero | tr '\\0' x; echo; echo ok",
-            &limits,
-        );
+        let o = sh("head -c 1000 /dev/zero | tr '\\0' x; echo; echo ok", &limits);
         assert_eq!(o.lines.len(), 2);
-        assert!(o.lines[0]
-            .as_ref()
-            .unwrap_err()
-            .contains("longer than 100 bytes"));
+        assert!(o.lines[0].as_ref().unwrap_err().contains("longer than 100 bytes"));
         assert_eq!(o.lines[1], Ok("ok".to_string()));
     }
 

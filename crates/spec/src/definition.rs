@@ -116,15 +116,11 @@ impl Definition {
             }
             if let Axis::Const { value, .. } = axis {
                 if *value <= 0 {
-                    p.push(
-                        format!("axes.{name}.value"),
-                        format!("must be positive, got {value}"),
-                    );
+                    p.push(format!("axes.{name}.value"), format!("must be positive, got {value}"));
                 }
             }
             if let Axis::Var {
-                parent: Some(parent),
-                ..
+                parent: Some(parent), ..
             } = axis
             {
                 if !self.axes.contains_key(parent) {
@@ -151,10 +147,7 @@ impl Definition {
                 }
                 for axis in spec.dims() {
                     if !self.axes.contains_key(axis) {
-                        p.push(
-                            format!("{kind}.{name}.shape"),
-                            format!("uses undeclared axis '{axis}'"),
-                        );
+                        p.push(format!("{kind}.{name}.shape"), format!("uses undeclared axis '{axis}'"));
                     }
                 }
             }
@@ -167,17 +160,11 @@ impl Definition {
                 );
             }
             if self.outputs[name].is_scalar() {
-                p.push(
-                    format!("outputs.{name}.shape"),
-                    "outputs must be arrays, not scalars",
-                );
+                p.push(format!("outputs.{name}.shape"), "outputs must be arrays, not scalars");
             }
         }
         if !has_top_level_run(&self.reference) {
-            p.push(
-                "reference",
-                "must define a top-level function `def run(...)`",
-            );
+            p.push("reference", "must define a top-level function `def run(...)`");
         }
         for (i, c) in self.constraints.iter().enumerate() {
             if c.trim().is_empty() {
@@ -230,18 +217,12 @@ mod tests {
     #[test]
     fn old_type_field_is_accepted() {
         let text = GOOD.replace("\"op_type\"", "\"type\"");
-        assert_eq!(
-            Definition::parse("d.json", &text).unwrap().op_type,
-            "softmax"
-        );
+        assert_eq!(Definition::parse("d.json", &text).unwrap().op_type, "softmax");
     }
 
     #[test]
     fn bad_dtype_names_the_field() {
-        let text = GOOD.replace(
-            "\"dtype\": \"float32\"}, \"s\"",
-            "\"dtype\": \"float33\"}, \"s\"",
-        );
+        let text = GOOD.replace("\"dtype\": \"float32\"}, \"s\"", "\"dtype\": \"float33\"}, \"s\"");
         let e = Definition::parse("d.json", &text).unwrap_err().to_string();
         assert!(
             e.starts_with("d.json: inputs.x.dtype: unknown variant `float33`"),
@@ -270,12 +251,7 @@ mod tests {
 
     #[test]
     fn syntax_error_reports_position() {
-        let e = Definition::parse("d.json", "{\"name\": ")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("d.json: invalid JSON at line 1, column 9"),
-            "{e}"
-        );
+        let e = Definition::parse("d.json", "{\"name\": ").unwrap_err().to_string();
+        assert!(e.starts_with("d.json: invalid JSON at line 1, column 9"), "{e}");
     }
 }

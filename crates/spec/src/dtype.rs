@@ -88,19 +88,10 @@ impl DType {
     /// The default tolerance of EVALUATION.md; `None` where the task must choose (fp8, fp4).
     pub fn default_tolerance(self) -> Option<Tolerance> {
         match self {
-            DType::Float64 | DType::Float32 => Some(Tolerance {
-                atol: 1e-4,
-                rtol: 1e-4,
-            }),
-            DType::Float16 | DType::Bfloat16 => Some(Tolerance {
-                atol: 1e-2,
-                rtol: 1e-2,
-            }),
+            DType::Float64 | DType::Float32 => Some(Tolerance { atol: 1e-4, rtol: 1e-4 }),
+            DType::Float16 | DType::Bfloat16 => Some(Tolerance { atol: 1e-2, rtol: 1e-2 }),
             DType::Float8E4m3 | DType::Float8E5m2 | DType::Float4E2m1 => None,
-            _ => Some(Tolerance {
-                atol: 0.0,
-                rtol: 0.0,
-            }),
+            _ => Some(Tolerance { atol: 0.0, rtol: 0.0 }),
         }
     }
 }

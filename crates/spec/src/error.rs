@@ -11,11 +11,7 @@ pub struct Problem {
 }
 
 impl Problem {
-    pub fn new(
-        file: impl Into<String>,
-        field: impl Into<String>,
-        message: impl Into<String>,
-    ) -> Self {
+    pub fn new(file: impl Into<String>, field: impl Into<String>, message: impl Into<String>) -> Self {
         Problem {
             file: file.into(),
             field: field.into(),
@@ -51,11 +47,7 @@ pub enum SpecError {
 }
 
 impl SpecError {
-    pub fn one(
-        file: impl Into<String>,
-        field: impl Into<String>,
-        message: impl Into<String>,
-    ) -> Self {
+    pub fn one(file: impl Into<String>, field: impl Into<String>, message: impl Into<String>) -> Self {
         SpecError::Invalid(vec![Problem::new(file, field, message)])
     }
 
@@ -69,11 +61,7 @@ impl SpecError {
 }
 
 fn join_problems(problems: &[Problem]) -> String {
-    problems
-        .iter()
-        .map(|p| p.to_string())
-        .collect::<Vec<_>>()
-        .join("\n")
+    problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n")
 }
 
 /// Collects problems while validating, so a user sees every mistake at once.
@@ -92,8 +80,7 @@ impl Problems {
     }
 
     pub(crate) fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
-        self.list
-            .push(Problem::new(self.file.clone(), field, message));
+        self.list.push(Problem::new(self.file.clone(), field, message));
     }
 
     pub(crate) fn into_result(self) -> Result<(), SpecError> {
@@ -106,10 +93,7 @@ impl Problems {
 }
 
 /// Parses JSON into `T`, reporting the path of the first field that does not fit.
-pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
-    file: &str,
-    text: &str,
-) -> Result<T, SpecError> {
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, SpecError> {
     let de = &mut serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -137,10 +121,7 @@ fn strip_position(message: &str) -> String {
 }
 
 /// Parses TOML into `T`, reporting the path of the first field that does not fit.
-pub(crate) fn parse_toml<T: serde::de::DeserializeOwned>(
-    file: &str,
-    text: &str,
-) -> Result<T, SpecError> {
+pub(crate) fn parse_toml<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, SpecError> {
     let de = toml::Deserializer::new(text);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();

@@ -22,7 +22,7 @@ pub use error::{Problem, SpecError};
 pub use solution::{language_of, BuildSpec, Solution, SourceFile};
 pub use task::{builtin_names, Task, TaskOrigin};
 pub use task_config::{
-    eval_formula, Bound, ChecksConfig, Distribution, EvaluationConfig, ForbiddenPattern,
-    KernelConfig, RooflineConfig, TaskConfig, DISTRIBUTIONS, LANGUAGES,
+    eval_formula, Bound, ChecksConfig, Distribution, EvaluationConfig, ForbiddenPattern, KernelConfig, RooflineConfig,
+    TaskConfig, DISTRIBUTIONS, LANGUAGES,
 };
 pub use workload::{parse_workloads, InputSpec, Workload};

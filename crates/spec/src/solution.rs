@@ -62,14 +62,13 @@ impl Solution {
     }
 
     /// Wraps one source file as a solution, following the task's kernel convention.
-    pub fn from_source(
-        file: &str,
-        name: &str,
-        content: String,
-        task: &Task,
-    ) -> Result<Solution, SpecError> {
+    pub fn from_source(file: &str, name: &str, content: String, task: &Task) -> Result<Solution, SpecError> {
         let language = language_of(name).ok_or_else(|| {
-            SpecError::one(file, "", "cannot tell the language from the file extension; use .c, .cu, .py, or a Solution JSON")
+            SpecError::one(
+                file,
+                "",
+                "cannot tell the language from the file extension; use .c, .cu, .py, or a Solution JSON",
+            )
         })?;
         let entry = task.config.kernel.entry.clone().ok_or_else(|| {
             SpecError::one(
@@ -132,29 +131,20 @@ impl Solution {
             p.push("sources", "must hold at least one file");
         }
         for (i, s) in self.sources.iter().enumerate() {
-            if s.path.is_empty()
-                || s.path.starts_with('/')
-                || s.path.split('/').any(|c| c == ".." || c.is_empty())
-            {
+            if s.path.is_empty() || s.path.starts_with('/') || s.path.split('/').any(|c| c == ".." || c.is_empty()) {
                 p.push(
                     format!("sources[{i}].path"),
                     format!("'{}' must be a plain relative path", s.path),
                 );
             }
             if self.sources[..i].iter().any(|o| o.path == s.path) {
-                p.push(
-                    format!("sources[{i}].path"),
-                    format!("'{}' appears twice", s.path),
-                );
+                p.push(format!("sources[{i}].path"), format!("'{}' appears twice", s.path));
             }
         }
         match self.spec.entry_point.split_once("::") {
             Some((f, sym)) if !f.is_empty() && crate::definition::is_c_identifier(sym) => {
                 if !self.sources.iter().any(|s| s.path == f) {
-                    p.push(
-                        "spec.entry_point",
-                        format!("file '{f}' is not among the sources"),
-                    );
+                    p.push("spec.entry_point", format!("file '{f}' is not among the sources"));
                 }
             }
             _ => p.push(

@@ -86,22 +86,12 @@ impl Task {
     ) -> Result<Task, SpecError> {
         let display = |name: &str| display_path(&origin, name);
         let def_file = display("definition.json");
-        let def_text = read("definition.json")?.ok_or_else(|| {
-            SpecError::one(
-                &def_file,
-                "",
-                "not found; a task folder needs definition.json",
-            )
-        })?;
+        let def_text = read("definition.json")?
+            .ok_or_else(|| SpecError::one(&def_file, "", "not found; a task folder needs definition.json"))?;
         let definition = Definition::parse(&def_file, &def_text)?;
         let wl_file = display("workloads.jsonl");
-        let wl_text = read("workloads.jsonl")?.ok_or_else(|| {
-            SpecError::one(
-                &wl_file,
-                "",
-                "not found; a task folder needs workloads.jsonl",
-            )
-        })?;
+        let wl_text = read("workloads.jsonl")?
+            .ok_or_else(|| SpecError::one(&wl_file, "", "not found; a task folder needs workloads.jsonl"))?;
         let workloads = parse_workloads(&wl_file, &wl_text, &definition, exists)?;
         let config = match read("task.toml")? {
             Some(text) => TaskConfig::parse(&display("task.toml"), &text, &definition)?,
@@ -162,11 +152,7 @@ pub fn builtin_names() -> Vec<String> {
     let mut names: Vec<String> = BUILTIN_TASKS
         .dirs()
         .filter(|d| d.get_file(d.path().join("definition.json")).is_some())
-        .filter_map(|d| {
-            d.path()
-                .file_name()
-                .map(|n| n.to_string_lossy().to_string())
-        })
+        .filter_map(|d| d.path().file_name().map(|n| n.to_string_lossy().to_string()))
         .collect();
     names.sort();
     names

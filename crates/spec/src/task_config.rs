@@ -182,10 +182,7 @@ impl TaskConfig {
             );
         }
         if e.distributions.is_empty() {
-            p.push(
-                "evaluation.distributions",
-                "must name at least one distribution",
-            );
+            p.push("evaluation.distributions", "must name at least one distribution");
         }
         for d in &e.distributions {
             if !DISTRIBUTIONS.contains(&d.as_str()) {
@@ -225,13 +222,10 @@ impl TaskConfig {
             }
         }
         for dtype in def.dtypes() {
-            if def.outputs.values().any(|o| o.dtype == dtype) && self.tolerance_for(dtype).is_none()
-            {
+            if def.outputs.values().any(|o| o.dtype == dtype) && self.tolerance_for(dtype).is_none() {
                 p.push(
                     format!("tolerance.{dtype}"),
-                    format!(
-                        "outputs of dtype {dtype} have no default tolerance; the task must set one"
-                    ),
+                    format!("outputs of dtype {dtype} have no default tolerance; the task must set one"),
                 );
             }
         }
@@ -242,9 +236,7 @@ impl TaskConfig {
                 continue;
             };
             match dist {
-                Distribution::Normal { std, .. } if !positive(*std) => {
-                    p.push(field, "std must be positive")
-                }
+                Distribution::Normal { std, .. } if !positive(*std) => p.push(field, "std must be positive"),
                 Distribution::Uniform { low, high } if !(positive(high - low)) => {
                     p.push(field, format!("needs low < high, got {low} and {high}"))
                 }
@@ -261,10 +253,7 @@ impl TaskConfig {
                     for bound in [low, high] {
                         if let Bound::Axis(axis) = bound {
                             if !def.axes.contains_key(axis) {
-                                p.push(
-                                    field.clone(),
-                                    format!("bound names undeclared axis '{axis}'"),
-                                );
+                                p.push(field.clone(), format!("bound names undeclared axis '{axis}'"));
                             }
                         }
                     }
@@ -287,10 +276,7 @@ impl TaskConfig {
         }
         if let Some(roof) = &self.roofline {
             let ones: IndexMap<String, i64> = def.axes.keys().map(|k| (k.clone(), 1)).collect();
-            for (field, expr) in [
-                ("roofline.bytes", &roof.bytes),
-                ("roofline.flops", &roof.flops),
-            ] {
+            for (field, expr) in [("roofline.bytes", &roof.bytes), ("roofline.flops", &roof.flops)] {
                 if let Some(expr) = expr {
                     if let Err(msg) = eval_formula(expr, &ones) {
                         p.push(field, msg);
@@ -310,10 +296,7 @@ impl TaskConfig {
         }
         if let Some(entry) = &self.kernel.entry {
             if !crate::definition::is_c_identifier(entry) {
-                p.push(
-                    "kernel.entry",
-                    format!("'{entry}' is not a valid symbol name"),
-                );
+                p.push("kernel.entry", format!("'{entry}' is not a valid symbol name"));
             }
         }
         p.into_result()
@@ -325,21 +308,14 @@ pub fn eval_formula(expr: &str, axes: &IndexMap<String, i64>) -> Result<f64, Str
     let mut ctx = evalexpr::HashMapContext::new();
     for (name, value) in axes {
         // Floats, so that `/` never truncates.
-        evalexpr::ContextWithMutableVariables::set_value(
-            &mut ctx,
-            name.clone(),
-            evalexpr::Value::Float(*value as f64),
-        )
-        .map_err(|e| e.to_string())?;
+        evalexpr::ContextWithMutableVariables::set_value(&mut ctx, name.clone(), evalexpr::Value::Float(*value as f64))
+            .map_err(|e| e.to_string())?;
     }
-    let value = evalexpr::eval_number_with_context(expr, &ctx)
-        .map_err(|e| format!("cannot evaluate '{expr}': {e}"))?;
+    let value = evalexpr::eval_number_with_context(expr, &ctx).map_err(|e| format!("cannot evaluate '{expr}': {e}"))?;
     if value.is_finite() && value >= 0.0 {
         Ok(value)
     } else {
-        Err(format!(
-            "'{expr}' evaluates to {value}, expected a non-negative number"
-        ))
+        Err(format!("'{expr}' evaluates to {value}, expected a non-negative number"))
     }
 }
 
@@ -360,26 +336,15 @@ mod tests {
 
     #[test]
     fn defaults_and_overrides() {
-        let cfg = TaskConfig::parse(
-            "task.toml",
-            "[tolerance.float16]\natol = 0.05\nrtol = 0.0\n",
-            &def(),
-        )
-        .unwrap();
+        let cfg = TaskConfig::parse("task.toml", "[tolerance.float16]\natol = 0.05\nrtol = 0.0\n", &def()).unwrap();
         assert_eq!(cfg.evaluation.trials, 3);
         assert_eq!(
             cfg.tolerance_for(DType::Float16),
-            Some(Tolerance {
-                atol: 0.05,
-                rtol: 0.0
-            })
+            Some(Tolerance { atol: 0.05, rtol: 0.0 })
         );
         assert_eq!(
             cfg.tolerance_for(DType::Float32),
-            Some(Tolerance {
-                atol: 1e-4,
-                rtol: 1e-4
-            })
+            Some(Tolerance { atol: 1e-4, rtol: 1e-4 })
         );
     }
 
@@ -410,13 +375,9 @@ mod tests {
 
     #[test]
     fn formulas() {
-        let axes: IndexMap<String, i64> = [("M".to_string(), 4), ("N".to_string(), 3)]
-            .into_iter()
-            .collect();
+        let axes: IndexMap<String, i64> = [("M".to_string(), 4), ("N".to_string(), 3)].into_iter().collect();
         assert_eq!(eval_formula("4 * (2 * M * N) / 3", &axes), Ok(32.0));
-        assert!(eval_formula("M * Q", &axes)
-            .unwrap_err()
-            .contains("cannot evaluate"));
+        assert!(eval_formula("M * Q", &axes).unwrap_err().contains("cannot evaluate"));
         let e = TaskConfig::parse("task.toml", "[roofline]\nbytes = \"M * Q\"\n", &def())
             .unwrap_err()
             .to_string();

@@ -81,10 +81,7 @@ pub fn parse_workloads(
                     problems.push(Problem::new(
                         file,
                         at("definition"),
-                        format!(
-                            "names definition '{}' but the task is '{}'",
-                            t.definition, def.name
-                        ),
+                        format!("names definition '{}' but the task is '{}'", t.definition, def.name),
                     ));
                 }
                 t.workload
@@ -110,34 +107,22 @@ pub fn parse_workloads(
                 continue;
             }
         };
-        let mut push =
-            |field: String, message: String| problems.push(Problem::new(file, at(&field), message));
+        let mut push = |field: String, message: String| problems.push(Problem::new(file, at(&field), message));
         if w.uuid.trim().is_empty() {
             push("uuid".into(), "must not be empty".into());
         } else if workloads.iter().any(|o| o.uuid == w.uuid) {
-            push(
-                "uuid".into(),
-                format!("'{}' is used by an earlier line", w.uuid),
-            );
+            push("uuid".into(), format!("'{}' is used by an earlier line", w.uuid));
         }
         for axis in def.var_axes() {
             match w.axes.get(axis) {
-                None => push(
-                    format!("axes.{axis}"),
-                    format!("missing value for var axis '{axis}'"),
-                ),
-                Some(v) if *v <= 0 => {
-                    push(format!("axes.{axis}"), format!("must be positive, got {v}"))
-                }
+                None => push(format!("axes.{axis}"), format!("missing value for var axis '{axis}'")),
+                Some(v) if *v <= 0 => push(format!("axes.{axis}"), format!("must be positive, got {v}")),
                 Some(_) => {}
             }
         }
         for (axis, v) in &w.axes {
             match def.axes.get(axis) {
-                None => push(
-                    format!("axes.{axis}"),
-                    format!("the definition has no axis '{axis}'"),
-                ),
+                None => push(format!("axes.{axis}"), format!("the definition has no axis '{axis}'")),
                 Some(Axis::Const { value, .. }) if value != v => push(
                     format!("axes.{axis}"),
                     format!("is a const axis of value {value}, the workload says {v}"),
@@ -224,17 +209,8 @@ mod tests {
 
     #[test]
     fn missing_axis_names_line_and_field() {
-        let e = parse_workloads(
-            "w.jsonl",
-            "{\"uuid\": \"a\", \"axes\": {}}",
-            &def(),
-            &|_| false,
-        )
-        .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "w.jsonl: line 1: axes.M: missing value for var axis 'M'"
-        );
+        let e = parse_workloads("w.jsonl", "{\"uuid\": \"a\", \"axes\": {}}", &def(), &|_| false).unwrap_err();
+        assert_eq!(e.to_string(), "w.jsonl: line 1: axes.M: missing value for var axis 'M'");
     }
 
     #[test]

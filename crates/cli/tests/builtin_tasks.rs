@@ -1,0 +1,50 @@
+//! The built-in tasks load, list, and their seed kernels pass their own evaluation.
+
+mod common;
+use common::*;
+
+#[test]
+fn tasks_lists_the_four_cpu_tasks() {
+    let r = ksearch(&["tasks", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let names: Vec<String> = r.json()["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["matmul", "rmsnorm", "softmax", "ssm_scan"]);
+}
+
+#[test]
+fn every_seed_kernel_passes() {
+    for task in ["softmax", "rmsnorm", "matmul", "ssm_scan"] {
+        let r = ksearch(&["eval", task, "--json", "--seed", "11"]);
+        assert_eq!(r.code, 0, "{task}: {}\n{}", r.stdout, r.stderr);
+        let j = r.json();
+        assert_eq!(j["status"], "passed", "{task}");
+        assert!(
+            j["workloads"].as_array().unwrap().len() >= 3,
+            "{task} has several workloads"
+        );
+    }
+}
+
+#[test]
+fn harness_unit_tests_pass() {
+    // The harness's own tests (comparison rules, input generation), run with the interpreter
+    // ksearch uses.
+    let harness = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../harness");
+    let python = ksearch_eval::harness::python(&|m| eprintln!("{m}")).expect("a Python with NumPy");
+    let out = std::process::Command::new(python)
+        .args(["-m", "unittest", "discover", "-s", "tests", "-t", "."])
+        .current_dir(&harness)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

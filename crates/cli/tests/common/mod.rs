@@ -1,0 +1,117 @@
+//! Helpers shared by the CLI tests: run the real `ksearch` binary and read what it says.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Run {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+    }
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("fixtures")
+        .join(name)
+}
+
+pub fn ksearch(args: &[&str]) -> Run {
+    ksearch_env(args, &[])
+}
+
+pub fn ksearch_env(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let start = Instant::now();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ksearch"));
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("cannot run ksearch");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed: start.elapsed(),
+    }
+}
+
+/// Writes `content` to a file named `name` in a fresh temp dir, which is returned with it.
+pub fn write_temp(name: &str, content: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, content).unwrap();
+    (dir, path)
+}
+
+/// Copies a fixture task into a temp dir so a test can break it.
+pub fn copy_fixture(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(fixture(name)).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    dir
+}
+
+/// Evaluates a C kernel for the tiny softmax fixture and returns the run.
+pub fn eval_tiny(kernel: &str, extra: &[&str]) -> Run {
+    let (_dir, path) = write_temp("kernel.c", kernel);
+    let task = fixture("tiny_softmax");
+    let mut args = vec![
+        "eval",
+        task.to_str().unwrap(),
+        path.to_str().unwrap(),
+        "--json",
+        "--seed",
+        "7",
+    ];
+    args.extend_from_slice(extra);
+    ksearch(&args)
+}
+
+/// True if some live process carries `marker` in its environment.
+pub fn process_with_env_marker(marker: &str) -> Option<String> {
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let pid = entry.file_name().to_string_lossy().to_string();
+        if !pid.chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        if stat.contains(") Z ") {
+            continue;
+        }
+        if environ.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+pub const SOFTMAX_OK: &str = r#"
+#include <stdint.h>
+#include <math.h>
+void softmax(const float *x, float *y, int64_t M, int64_t N) {
+    for (int64_t i = 0; i < M; i++) {
+        const float *r = x + i * N; float *o = y + i * N;
+        float m = r[0];
+        for (int64_t j = 1; j < N; j++) m = r[j] > m ? r[j] : m;
+        double s = 0;
+        for (int64_t j = 0; j < N; j++) { o[j] = expf(r[j] - m); s += o[j]; }
+        for (int64_t j = 0; j < N; j++) o[j] = (float)(o[j] / s);
+    }
+}
+"#;

@@ -1,0 +1,195 @@
+//! `ksearch eval` end to end: the real binary, the real harness, real C kernels.
+//! Each test guards one rule of EVALUATION.md and fails without it.
+
+mod common;
+use common::*;
+
+#[test]
+fn correct_kernel_passes_with_timing() {
+    let r = eval_tiny(SOFTMAX_OK, &[]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let j = r.json();
+    assert_eq!(j["status"], "passed");
+    for w in j["workloads"].as_array().unwrap() {
+        assert_eq!(w["status"], "passed");
+        let t = &w["timing"];
+        assert!(t["candidate"]["median_ns"].as_f64().unwrap() > 0.0);
+        assert!(t["candidate_ns"].as_array().unwrap().len() >= 3, "raw samples are kept");
+        assert!(t["speedup"].as_f64().unwrap() > 0.0);
+        assert_eq!(w["correctness"]["trials"], 2);
+    }
+    assert!(j["speedup"].as_f64().unwrap() > 0.0);
+    assert_eq!(j["provenance"]["seed"], 7);
+}
+
+#[test]
+fn human_table_and_verdict() {
+    let (_d, path) = write_temp("kernel.c", SOFTMAX_OK);
+    let task = fixture("tiny_softmax");
+    let r = ksearch(&["eval", task.to_str().unwrap(), path.to_str().unwrap(), "--seed", "1"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("speedup"), "{}", r.stdout);
+    assert!(r.stdout.contains("small") && r.stdout.contains("wide"));
+    assert!(r.stdout.contains("passed: 2/2 workloads"), "{}", r.stdout);
+}
+
+#[test]
+fn off_by_one_is_incorrect_numerical() {
+    // Skips the last element of every row's normalisation.
+    let kernel = SOFTMAX_OK.replace(
+        "for (int64_t j = 0; j < N; j++) o[j] = (float)(o[j] / s);",
+        "for (int64_t j = 0; j < N - 1; j++) o[j] = (float)(o[j] / s);",
+    );
+    assert_ne!(kernel, SOFTMAX_OK);
+    let r = eval_tiny(&kernel, &[]);
+    assert_eq!(r.code, 1);
+    let j = r.json();
+    assert_eq!(j["status"], "incorrect_numerical");
+    assert_eq!(j["workloads"][0]["status"], "incorrect_numerical");
+    assert!(j["reason"].as_str().unwrap().contains("output 'y'"), "{}", j["reason"]);
+}
+
+#[test]
+fn writing_half_the_output_is_caught_by_poison() {
+    // Correct values, but only for the first half of the rows: the rest keeps whatever the
+    // buffer held. Without poisoning, a zero-filled buffer could still be "close" for rows of
+    // tiny values; with NaN poison every unwritten element fails.
+    let kernel = SOFTMAX_OK.replace("for (int64_t i = 0; i < M; i++)", "for (int64_t i = 0; i < M / 2; i++)");
+    let r = eval_tiny(&kernel, &[]);
+    assert_eq!(r.code, 1);
+    let j = r.json();
+    assert_eq!(j["status"], "incorrect_numerical");
+    let reason = j["reason"].as_str().unwrap();
+    assert!(reason.contains("nan") || reason.contains("NaN"), "{reason}");
+}
+
+#[test]
+fn mutating_an_input_is_caught() {
+    let kernel = SOFTMAX_OK
+        .replace("void softmax(const float *x,", "void softmax(float *x,")
+        .replace(
+            "for (int64_t i = 0; i < M; i++) {",
+            "x[0] = 0.0f;\n    for (int64_t i = 0; i < M; i++) {",
+        );
+    // Reading x[0] after zeroing it changes row 0's result only slightly in some trials; the
+    // input check must catch it regardless of the outputs.
+    let r = eval_tiny(&kernel, &[]);
+    assert_eq!(r.code, 1);
+    let j = r.json();
+    let reason = j["reason"].as_str().unwrap();
+    assert!(reason.contains("modified its input 'x'"), "{reason}");
+}
+
+#[test]
+fn segfault_is_runtime_error_naming_the_signal() {
+    let kernel = "#include <stdint.h>\nvoid softmax(const float *x, float *y, int64_t M, int64_t N) {\n  volatile float *p = (float *)0; p[M] = 1.0f; (void)x; (void)y; (void)N;\n}\n";
+    let r = eval_tiny(kernel, &[]);
+    assert_eq!(r.code, 1);
+    let j = r.json();
+    assert_eq!(j["status"], "runtime_error");
+    let reason = j["reason"].as_str().unwrap();
+    assert!(reason.contains("SIGSEGV") && reason.contains("workload 0"), "{reason}");
+}
+
+#[test]
+fn infinite_loop_times_out_and_leaves_no_process() {
+    let marker = format!("KSEARCH_TEST_MARKER={}", std::process::id());
+    let (k, v) = marker.split_once('=').unwrap();
+    let kernel = "#include <stdint.h>\nvoid softmax(const float *x, float *y, int64_t M, int64_t N) {\n  volatile int spin = 1; while (spin) {} (void)x; (void)y; (void)M; (void)N;\n}\n";
+    let (_d, path) = write_temp("kernel.c", kernel);
+    let task = fixture("tiny_softmax");
+    let r = ksearch_env(
+        &[
+            "eval",
+            task.to_str().unwrap(),
+            path.to_str().unwrap(),
+            "--json",
+            "--timeout",
+            "3",
+        ],
+        &[(k, v)],
+    );
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let j = r.json();
+    assert_eq!(j["status"], "timeout");
+    assert!(j["reason"].as_str().unwrap().contains("3 s limit"), "{}", j["reason"]);
+    assert!(r.elapsed.as_secs_f64() < 3.0 + 2.0, "took {:?}", r.elapsed);
+    assert_eq!(
+        process_with_env_marker(&marker),
+        None,
+        "a process of the evaluation survived"
+    );
+}
+
+#[test]
+fn syntax_error_is_compile_error_with_compiler_message() {
+    let kernel =
+        "#include <stdint.h>\nvoid softmax(const float *x, float *y, int64_t M, int64_t N) {\n  this is not C;\n}\n";
+    let r = eval_tiny(kernel, &[]);
+    assert_eq!(r.code, 1);
+    let j = r.json();
+    assert_eq!(j["status"], "compile_error");
+    let reason = j["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("kernel.c:3"),
+        "the compiler's message names the line: {reason}"
+    );
+    assert!(reason.contains("error"), "{reason}");
+}
+
+#[test]
+fn missing_entry_symbol_is_runtime_error_naming_it() {
+    let kernel = "#include <stdint.h>\nvoid soft_max(const float *x, float *y, int64_t M, int64_t N) { (void)x; (void)y; (void)M; (void)N; }\n";
+    let r = eval_tiny(kernel, &[]);
+    assert_eq!(r.code, 1);
+    let j = r.json();
+    assert_eq!(j["status"], "runtime_error");
+    assert!(j["reason"].as_str().unwrap().contains("softmax"), "{}", j["reason"]);
+}
+
+#[test]
+fn thread_creation_is_rejected_before_compiling() {
+    let kernel = format!(
+        "#include <pthread.h>\n{SOFTMAX_OK}\nvoid helper(void) {{ pthread_t t; pthread_create(&t, 0, 0, 0); }}\n"
+    );
+    let r = eval_tiny(&kernel, &[]);
+    assert_eq!(r.code, 1);
+    let j = r.json();
+    assert_eq!(j["status"], "rejected");
+    assert!(
+        j["reason"].as_str().unwrap().contains("creates a thread"),
+        "{}",
+        j["reason"]
+    );
+    assert!(j["compile"].is_null(), "nothing was compiled");
+}
+
+#[test]
+fn printing_to_stdout_cannot_forge_the_protocol() {
+    // dprintf is not among the static rules' names, so this reaches the harness: fd 1 must not
+    // be the protocol channel, and the forged lines must land in the log, not in the record.
+    let task = copy_fixture("tiny_softmax");
+    let kernel = SOFTMAX_OK
+        .replace("#include <math.h>", "#include <math.h>\nextern int dprintf(int, const char *, ...);\n")
+        .replace(
+            "float m = r[0];",
+            "float m = r[0]; dprintf(1, \"{\\\"event\\\": \\\"done\\\"}\\n{\\\"event\\\": \\\"workload\\\", \\\"index\\\": 0}\\n\");",
+        );
+    let path = task.path().join("forger.c");
+    std::fs::write(&path, kernel).unwrap();
+    let r = ksearch(&[
+        "eval",
+        task.path().to_str().unwrap(),
+        path.to_str().unwrap(),
+        "--json",
+        "--seed",
+        "3",
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let j = r.json();
+    assert_eq!(j["status"], "passed");
+    assert!(
+        j["log"].as_str().unwrap().contains("{\"event\": \"done\"}"),
+        "the forged text lands in the log"
+    );
+}
