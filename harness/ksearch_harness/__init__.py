@@ -1,0 +1,11 @@
+"""ksearch's evaluation harness: `python3 -m ksearch_harness` speaks docs/protocol.md.
+
+It runs a candidate kernel and the task's reference side by side in one process that the Rust
+`eval` layer supervises; everything it reports is raw (error counts, timing samples) so that the
+verdict and the statistics are computed outside the process that hosts untrusted code.
+
+Standard library and NumPy only (PyTorch only when a reference imports it). Tests, from the
+repository root: python3 -m unittest discover -s harness/tests -t harness
+"""
+
+__version__ = "0.1.0"

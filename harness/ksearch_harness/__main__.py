@@ -1,0 +1,66 @@
+"""Entry point: `python3 -m ksearch_harness < request.json` (see docs/protocol.md).
+
+The protocol descriptor is secured before anything else runs, and `done` is written last unless
+the process dies; the supervisor reads a missing `done` plus the last `progress` as a crash.
+"""
+
+import faulthandler
+import json
+import os
+import sys
+import traceback
+
+from . import __version__, protocol
+from .errors import TaskError
+
+
+def main():
+    channel = protocol.claim_stdout()
+    faulthandler.enable(file=sys.stderr)
+    environment = {"compiler": None}
+    try:
+        request = json.loads(sys.stdin.buffer.read())
+        if not isinstance(request, dict):
+            raise ValueError("the request is not a JSON object")
+        if request.get("protocol") != 1:
+            raise ValueError(f"unsupported protocol version {request.get('protocol')!r} "
+                             f"(this harness speaks 1)")
+        mode = request.get("mode")
+        from . import evaluate  # NumPy is imported here, after the descriptors are in place
+        if mode == "evaluate":
+            evaluate.evaluate(request, channel, environment)
+        elif mode == "check_task":
+            evaluate.check_task(request, channel, environment)
+        else:
+            raise ValueError(f"unknown mode {mode!r} (expected evaluate or check_task)")
+    except TaskError as e:
+        channel.emit("task_error", field=e.field, message=e.message)
+    except BaseException as e:  # noqa: BLE001 - every failure must still end in `done`
+        traceback.print_exc(file=sys.stderr)
+        channel.emit("harness_error", message=_describe(e))
+    from . import environment as env
+    channel.emit("done", environment=env.collect(environment["compiler"]),
+                 harness_version=__version__)
+    _exit()
+
+
+def _describe(error):
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" (at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
+    return f"{type(error).__name__}: {error}{where}"
+
+
+def _exit():
+    """Flush what candidates printed, then leave without running their destructors."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        import ctypes
+        ctypes.CDLL(None).fflush(None)
+    except Exception:  # noqa: BLE001
+        pass
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""The element-wise correctness rule and its statistics (pure functions over NumPy arrays).
+
+Per element, in float64: NaN must be NaN in both, +/-inf must be equal in both, and a finite
+pair matches when |out - ref| <= atol + rtol * |ref|. Bool outputs are compared as bytes, so an
+unwritten bool (poison byte 0xAA) never equals a written True or False.
+"""
+
+import math
+
+import numpy as np
+
+from . import dtypes
+
+
+class Check:
+    """One output of one trial compared with the reference."""
+
+    __slots__ = ("elements", "mismatched", "pairs", "max_abs", "max_rel", "sq_diff", "sq_ref",
+                 "first", "got", "expected", "unwritten")
+
+    def __init__(self):
+        self.elements = self.mismatched = self.unwritten = 0
+        self.pairs = 0  # finite (out, ref) pairs, over which the error statistics run
+        self.max_abs = self.max_rel = math.nan
+        self.sq_diff = self.sq_ref = 0.0
+        self.first = None  # index tuple of the first mismatch
+        self.got = self.expected = None
+
+
+def _as_float64(out, ref):
+    if out.dtype.kind == "b":
+        # Raw bytes of the candidate's bools against 0/1 of the reference's truth values.
+        return (out.reshape(-1).view(np.uint8).astype(np.float64),
+                (np.asarray(ref).reshape(-1) != 0).astype(np.float64))
+    return (out.reshape(-1).astype(np.float64),
+            np.asarray(ref).reshape(-1).astype(np.float64))
+
+
+def compare(out, ref, atol, rtol):
+    check = Check()
+    o, r = _as_float64(out, ref)
+    check.elements = o.size
+    if o.size == 0:
+        return check
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(o - r)
+        abs_r = np.abs(r)
+        both_finite = np.isfinite(o) & np.isfinite(r)
+        ok = both_finite & (diff <= atol + rtol * abs_r)
+        ok |= np.isnan(o) & np.isnan(r)
+        ok |= np.isinf(o) & (o == r)
+    check.mismatched = int(o.size - np.count_nonzero(ok))
+
+    check.pairs = int(np.count_nonzero(both_finite))
+    if check.pairs:
+        d, a = diff[both_finite], abs_r[both_finite]
+        check.max_abs = float(d.max())
+        nonzero = a != 0
+        if nonzero.any():
+            check.max_rel = float((d[nonzero] / a[nonzero]).max())
+        with np.errstate(over="ignore"):
+            check.sq_diff = float(np.dot(d, d))
+            check.sq_ref = float(np.dot(a, a))
+
+    if check.mismatched:
+        flat = int(np.argmin(ok))
+        check.first = tuple(int(i) for i in np.unravel_index(flat, out.shape))
+        check.got, check.expected = _value(out, o, flat), _value(out, r, flat)
+        bad = ~ok
+        if out.dtype.kind == "f":
+            still = np.isnan(o) & ~np.isnan(r)
+        elif out.dtype.kind == "b":
+            still = o == dtypes.POISON_BOOL_BYTE
+        else:
+            still = o == float(np.iinfo(out.dtype).max)
+        check.unwritten = int(np.count_nonzero(still & bad))
+    return check
+
+
+def _value(out, flat_values, i):
+    v = float(flat_values[i])
+    if out.dtype.kind in "iub" and math.isfinite(v):
+        return int(v)
+    return v
+
+
+def largest_finite_magnitude(ref):
+    r = np.asarray(ref)
+    if r.dtype.kind == "b":
+        return 1.0 if r.any() else 0.0
+    r = np.abs(r.reshape(-1).astype(np.float64))
+    r = r[np.isfinite(r)]
+    return float(r.max()) if r.size else 0.0
+
+
+class Tally:
+    """Comparison results of one workload, over its outputs and trials."""
+
+    def __init__(self, output_names):
+        self.names = output_names
+        self.trials = 0
+        self.elements = self.mismatched = self.pairs = 0
+        self.max_abs = self.max_rel = math.nan
+        self.sq_diff = self.sq_ref = 0.0
+        self.per_output = {n: [] for n in output_names}  # (trial, Check)
+
+    def add(self, trial, name, check):
+        self.per_output[name].append((trial, check))
+        self.elements += check.elements
+        self.mismatched += check.mismatched
+        self.pairs += check.pairs
+        self.max_abs = _nanmax(self.max_abs, check.max_abs)
+        self.max_rel = _nanmax(self.max_rel, check.max_rel)
+        self.sq_diff += check.sq_diff
+        self.sq_ref += check.sq_ref
+
+    @property
+    def matched_ratio(self):
+        if not self.elements:
+            return 1.0  # nothing to mismatch; Rust reads this field as a number, never null
+        return (self.elements - self.mismatched) / self.elements
+
+    @property
+    def rel_norm(self):
+        if self.sq_ref > 0:
+            return math.sqrt(self.sq_diff) / math.sqrt(self.sq_ref)
+        return 0.0 if self.pairs and self.sq_diff == 0 else math.nan
+
+    def record(self):
+        return {"trials": self.trials, "max_abs_error": self.max_abs,
+                "max_rel_error": self.max_rel, "rel_norm": self.rel_norm,
+                "matched_ratio": self.matched_ratio, "mismatched": self.mismatched,
+                "elements": self.elements}
+
+    def failed(self, required_ratio):
+        return self.mismatched > 0 and self.matched_ratio < required_ratio
+
+    def reason(self, tolerances, required_ratio):
+        """One sentence naming the first output at fault, where, and by how much."""
+        parts = []
+        for name in self.names:
+            checks = self.per_output[name]
+            bad = sum(c.mismatched for _, c in checks)
+            if not bad:
+                continue
+            if parts:
+                parts.append(f"output '{name}' also has {bad} differing elements")
+                continue
+            total = sum(c.elements for _, c in checks)
+            trial, first = next((t, c) for t, c in checks if c.mismatched)
+            atol, rtol, dtype = tolerances[name]
+            over = f" over {self.trials} trials" if self.trials > 1 else ""
+            rule = (f"beyond atol={atol:g} + rtol={rtol:g}*|ref|" if atol or rtol
+                    else "from the reference (compared exactly)")
+            text = (f"output '{name}': {bad} of {total} elements{over} differ {rule} "
+                    f"(first in trial {trial} at index "
+                    f"{_index(first.first)}: got {_fmt(first.got)}, expected "
+                    f"{_fmt(first.expected)})")
+            unwritten = sum(c.unwritten for _, c in checks)
+            if unwritten:
+                text += (f"; {unwritten} of them still hold {dtypes.poison_description(dtype)} "
+                         f"of unwritten outputs")
+            parts.append(text)
+        if required_ratio < 1.0:
+            parts.insert(0, f"only {self.matched_ratio:.6g} of elements match, below the "
+                            f"required matched_ratio {required_ratio:g}")
+        return "; ".join(parts)
+
+
+def _nanmax(a, b):
+    if math.isnan(a):
+        return b
+    if math.isnan(b):
+        return a
+    return max(a, b)
+
+
+def _index(idx):
+    return "(" + ", ".join(str(i) for i in idx) + ")"
+
+
+def _fmt(v):
+    return str(v) if isinstance(v, int) else f"{v:.6g}"

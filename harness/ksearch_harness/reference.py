@@ -1,0 +1,93 @@
+"""The task's reference: `run(**inputs)` from the definition's Python source.
+
+References are written with NumPy or PyTorch; torch is imported only when the reference imports
+it, and then inputs are handed over as CPU tensors that share memory with our NumPy arrays.
+"""
+
+import sys
+import types
+
+import numpy as np
+
+from .errors import TaskError
+
+_MODULE = "ksearch_reference"
+
+
+class Reference:
+    def __init__(self, source, spec):
+        if not isinstance(source, str) or not source.strip():
+            raise TaskError("reference", "the definition has no reference source")
+        self.spec = spec
+        module = types.ModuleType(_MODULE)
+        module.__file__ = "<definition.reference>"
+        # Registered so that dataclasses and the like inside the reference can find their module.
+        sys.modules[_MODULE] = module
+        try:
+            exec(compile(source, "<definition.reference>", "exec"), module.__dict__)
+        except Exception as e:
+            raise TaskError("reference", f"the reference source fails to load: "
+                                                    f"{type(e).__name__}: {e}") from None
+        self.run = module.__dict__.get("run")
+        if not callable(self.run):
+            raise TaskError("reference", "the reference source defines no run() function")
+        self.torch = sys.modules.get("torch")
+
+    def arguments(self, inputs):
+        """Keyword arguments for run() from inputs in definition order (arrays are not copied)."""
+        kwargs = {}
+        for t, value in zip(self.spec.inputs, inputs):
+            if isinstance(value, np.ndarray):
+                kwargs[t.name] = self.torch.from_numpy(value) if self.torch else value
+            else:
+                kwargs[t.name] = value.item()
+        return kwargs
+
+    def call(self, kwargs, where):
+        try:
+            return self.run(**kwargs)
+        except Exception as e:
+            raise TaskError("reference", f"the reference raised {type(e).__name__}: "
+                                                    f"{e} ({where})") from None
+
+    def outputs(self, raw, shapes, where):
+        """The reference's return value as NumPy arrays in definition output order."""
+        names = [t.name for t in self.spec.outputs]
+        if isinstance(raw, dict):
+            missing = [n for n in names if n not in raw]
+            if missing:
+                raise TaskError("reference", f"the reference's result has no output "
+                                                        f"'{missing[0]}' ({where})")
+            values = [raw[n] for n in names]
+        elif isinstance(raw, (tuple, list)):
+            if len(raw) != len(names):
+                raise TaskError("reference", f"the reference returned {len(raw)} "
+                                                        f"values for {len(names)} outputs ({where})")
+            values = list(raw)
+        elif len(names) == 1:
+            values = [raw]
+        else:
+            raise TaskError("reference", f"the reference returned one value for "
+                                                    f"{len(names)} outputs ({where})")
+        arrays = []
+        for name, value, shape in zip(names, values, shapes):
+            array = self._to_numpy(value)
+            if array.dtype.kind not in "fiub":
+                raise TaskError("reference", f"the reference's output '{name}' has "
+                                                        f"dtype {array.dtype}, not a number ({where})")
+            if array.shape != shape:
+                raise TaskError("reference", f"the reference's output '{name}' has "
+                                                        f"shape {list(array.shape)}, but the "
+                                                        f"definition gives {list(shape)} ({where})")
+            arrays.append(array)
+        return arrays
+
+    def _to_numpy(self, value):
+        torch = self.torch
+        if torch is not None and isinstance(value, torch.Tensor):
+            value = value.detach()
+            if value.dtype not in (torch.float64, torch.float32, torch.float16, torch.int64,
+                                   torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool):
+                value = value.float()
+            return value.cpu().numpy()
+        return np.asarray(value)

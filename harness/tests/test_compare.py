@@ -1,0 +1,124 @@
+"""The element-wise rule, its statistics and the degenerate-reference measure."""
+
+import math
+import unittest
+
+import numpy as np
+
+from ksearch_harness import dtypes
+from ksearch_harness.compare import Tally, compare, largest_finite_magnitude
+
+
+def check(out, ref, atol=0.25, rtol=0.25, dtype=np.float64):
+    return compare(np.array(out, dtype=dtype), np.array(ref, dtype=np.float64), atol, rtol)
+
+
+class ElementRule(unittest.TestCase):
+    def test_tolerance_edge_is_inclusive(self):
+        # atol + rtol*|ref| = 0.25 + 0.25*1 = 0.5, exact in binary floating point.
+        self.assertEqual(check([1.5], [1.0]).mismatched, 0)
+        self.assertEqual(check([0.5], [1.0]).mismatched, 0)
+        self.assertEqual(check([np.nextafter(1.5, 2.0)], [1.0]).mismatched, 1)
+        self.assertEqual(check([0.5 - 2**-52], [1.0]).mismatched, 1)
+
+    def test_rtol_scales_with_the_reference_not_the_output(self):
+        # |out - ref| = 9 <= 0 + 0.5*|ref| = 0.5 * 10 ... but not 0.5 * |out| = 0.5.
+        self.assertEqual(check([1.0], [10.0], atol=0.0, rtol=0.9).mismatched, 0)
+        self.assertEqual(check([10.0], [1.0], atol=0.0, rtol=0.9).mismatched, 1)
+
+    def test_nan_must_be_nan_in_both(self):
+        c = check([np.nan, np.nan, 1.0], [np.nan, 1.0, np.nan])
+        self.assertEqual(c.mismatched, 2)
+        self.assertEqual(c.first, (1,))
+        self.assertTrue(math.isnan(c.got))
+        self.assertEqual(c.expected, 1.0)
+        self.assertEqual(c.unwritten, 1)  # NaN where the reference has a number
+
+    def test_inf_must_match_with_its_sign(self):
+        self.assertEqual(check([np.inf, -np.inf], [np.inf, -np.inf]).mismatched, 0)
+        self.assertEqual(check([-np.inf], [np.inf]).mismatched, 1)
+        self.assertEqual(check([np.inf], [1e308]).mismatched, 1)
+        self.assertEqual(check([1e308], [np.inf]).mismatched, 1)
+
+    def test_error_statistics_use_finite_pairs_only(self):
+        c = check([1.1, 2.0, np.nan, 5.0], [1.0, 0.0, np.nan, np.inf], atol=10, rtol=0)
+        self.assertAlmostEqual(c.max_abs, 2.0)
+        self.assertAlmostEqual(c.max_rel, 0.1)  # the ref == 0 pair is left out
+        self.assertAlmostEqual(c.sq_diff, 0.01 + 4.0)
+        self.assertAlmostEqual(c.sq_ref, 1.0)
+        self.assertEqual(c.mismatched, 1)  # 5.0 against inf
+
+    def test_first_mismatch_index_is_multidimensional(self):
+        out = np.zeros((3, 4), np.float32)
+        ref = np.zeros((3, 4))
+        out[2, 1] = 7
+        c = compare(out, ref, 1e-4, 1e-4)
+        self.assertEqual((c.mismatched, c.first, c.got, c.expected), (1, (2, 1), 7.0, 0.0))
+
+    def test_poisoned_outputs_never_match(self):
+        f = np.empty(4, np.float32)
+        dtypes.poison(f)
+        self.assertEqual(compare(f, np.zeros(4), 1e9, 1e9).mismatched, 4)
+        i = np.empty(4, np.int32)
+        dtypes.poison(i)
+        c = compare(i, np.zeros(4, np.int32), 0, 0)
+        self.assertEqual((c.mismatched, c.unwritten, c.got), (4, 4, 2**31 - 1))
+        b = np.empty(4, np.bool_)
+        dtypes.poison(b)
+        for ref in (np.zeros(4, bool), np.ones(4, bool)):
+            c = compare(b, ref, 0, 0)
+            self.assertEqual((c.mismatched, c.unwritten, c.got), (4, 4, 0xAA))
+        b[:] = [True, False, True, False]
+        self.assertEqual(compare(b, np.array([1, 0, 1, 0]), 0, 0).mismatched, 0)
+
+
+class WorkloadTally(unittest.TestCase):
+    def tally(self):
+        t = Tally(["y"])
+        t.add(0, "y", check([1.0] * 10, [1.0] * 10))
+        t.add(1, "y", check([1.0] * 9 + [9.0], [1.0] * 10))
+        t.trials = 2
+        return t
+
+    def test_matched_ratio_counts_all_trials_elements(self):
+        t = self.tally()
+        self.assertEqual((t.elements, t.mismatched), (20, 1))
+        self.assertEqual(t.matched_ratio, 0.95)
+        self.assertTrue(t.failed(1.0))
+        self.assertTrue(t.failed(0.96))
+        self.assertFalse(t.failed(0.95))
+        self.assertFalse(t.failed(0.9))
+
+    def test_record_and_reason(self):
+        t = self.tally()
+        r = t.record()
+        self.assertEqual((r["trials"], r["mismatched"], r["elements"]), (2, 1, 20))
+        self.assertEqual(r["max_abs_error"], 8.0)
+        self.assertAlmostEqual(r["rel_norm"], 8.0 / math.sqrt(20))
+        reason = t.reason({"y": (0.25, 0.25, np.dtype(np.float64))}, 0.99)
+        self.assertEqual(reason, "only 0.95 of elements match, below the required matched_ratio "
+                                 "0.99; output 'y': 1 of 20 elements over 2 trials differ beyond "
+                                 "atol=0.25 + rtol=0.25*|ref| (first in trial 1 at index (9): "
+                                 "got 9, expected 1)")
+
+    def test_no_finite_pair_gives_non_finite_statistics(self):
+        t = Tally(["y"])
+        t.add(0, "y", check([np.nan], [1.0]))
+        r = t.record()
+        self.assertTrue(math.isnan(r["max_abs_error"]))
+        self.assertTrue(math.isnan(r["rel_norm"]))
+        self.assertEqual(r["matched_ratio"], 0.0)
+
+
+class DegenerateReference(unittest.TestCase):
+    def test_largest_finite_magnitude_ignores_nan_and_inf(self):
+        self.assertEqual(largest_finite_magnitude(np.array([np.nan, -np.inf, -3e-5, 1e-5])), 3e-5)
+        self.assertEqual(largest_finite_magnitude(np.zeros((2, 2))), 0.0)
+        self.assertEqual(largest_finite_magnitude(np.array([np.nan])), 0.0)
+        self.assertEqual(largest_finite_magnitude(np.zeros(0)), 0.0)
+        self.assertEqual(largest_finite_magnitude(np.array([False, True])), 1.0)
+        self.assertEqual(largest_finite_magnitude(np.array([False])), 0.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
