@@ -35,12 +35,18 @@ def main():
             raise ValueError(f"unknown mode {mode!r} (expected evaluate or check_task)")
     except TaskError as e:
         channel.emit("task_error", field=e.field, message=e.message)
+    except ModuleNotFoundError as e:
+        # `missing` lets ksearch set up an interpreter that has the module, then retry.
+        channel.emit("harness_error", message=f"{sys.executable} cannot import {e.name}",
+                     missing=e.name)
     except BaseException as e:  # noqa: BLE001 - every failure must still end in `done`
         traceback.print_exc(file=sys.stderr)
         channel.emit("harness_error", message=_describe(e))
     from . import environment as env
-    channel.emit("done", environment=env.collect(environment["compiler"]),
-                 harness_version=__version__)
+    collected = env.collect(environment["compiler"])
+    channel.close_stage()
+    channel.emit("done", environment=collected, harness_version=__version__,
+                 stages=channel.stages)
     _exit()
 
 

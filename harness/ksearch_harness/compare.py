@@ -45,19 +45,29 @@ def compare(out, ref, atol, rtol):
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.abs(o - r)
         abs_r = np.abs(r)
-        both_finite = np.isfinite(o) & np.isfinite(r)
-        ok = both_finite & (diff <= atol + rtol * abs_r)
-        ok |= np.isnan(o) & np.isnan(r)
-        ok |= np.isinf(o) & (o == r)
+        bound = abs_r * rtol
+        bound += atol
+        ok = diff <= bound  # False wherever either side is NaN
+        all_finite = bool(np.isfinite(diff).all())
+        if all_finite:
+            # The common case: no NaN or inf on either side, so every pair is a finite pair.
+            both_finite = None
+        else:
+            both_finite = np.isfinite(o) & np.isfinite(r)
+            ok &= both_finite
+            ok |= np.isnan(o) & np.isnan(r)
+            ok |= np.isinf(o) & (o == r)
     check.mismatched = int(o.size - np.count_nonzero(ok))
 
-    check.pairs = int(np.count_nonzero(both_finite))
+    check.pairs = o.size if all_finite else int(np.count_nonzero(both_finite))
     if check.pairs:
-        d, a = diff[both_finite], abs_r[both_finite]
+        d, a = (diff, abs_r) if all_finite else (diff[both_finite], abs_r[both_finite])
         check.max_abs = float(d.max())
-        nonzero = a != 0
-        if nonzero.any():
-            check.max_rel = float((d[nonzero] / a[nonzero]).max())
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = d / a
+        rel = rel[a != 0]
+        if rel.size:
+            check.max_rel = float(rel.max())
         with np.errstate(over="ignore"):
             check.sq_diff = float(np.dot(d, d))
             check.sq_ref = float(np.dot(a, a))

@@ -7,11 +7,23 @@ null instead of the NaN/Infinity literals json.dumps would otherwise write.
 import json
 import math
 import os
+import time
 
 
 class Channel:
+    """Writes protocol lines, and clocks the stages that `progress` lines announce."""
+
     def __init__(self, fd):
         self._fd = fd
+        # Seconds spent per stage, reported in `done`: where an evaluation's time goes.
+        self.stages = {}
+        self._stage = "startup"
+        self._since = time.perf_counter()
+
+    def close_stage(self, next_stage=None):
+        now = time.perf_counter()
+        self.stages[self._stage] = self.stages.get(self._stage, 0.0) + (now - self._since)
+        self._stage, self._since = next_stage or "finish", now
 
     def emit(self, event, **fields):
         line = json.dumps(_strict({"event": event, **fields}), allow_nan=False,
@@ -22,6 +34,7 @@ class Channel:
             data = data[os.write(self._fd, data):]
 
     def progress(self, stage, workload=None, trial=None):
+        self.close_stage(stage)
         self.emit("progress", stage=stage, workload=workload, trial=trial)
 
 

@@ -35,7 +35,7 @@ fn harness_unit_tests_pass() {
     // The harness's own tests (comparison rules, input generation), run with the interpreter
     // ksearch uses.
     let harness = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../harness");
-    let python = ksearch_eval::harness::python(&|m| eprintln!("{m}")).expect("a Python with NumPy");
+    let python = ksearch_eval::harness::python_with_numpy(&|m| eprintln!("{m}")).expect("a Python with NumPy");
     let out = std::process::Command::new(python)
         .args(["-m", "unittest", "discover", "-s", "tests", "-t", "."])
         .current_dir(&harness)

@@ -8,6 +8,7 @@ use crate::stats::{geometric_mean, SampleStats};
 use crate::status::Status;
 use crate::supervisor::{Exit, Outcome};
 use crate::EvalError;
+use indexmap::IndexMap;
 use ksearch_spec::{eval_formula, Problem, Solution, Task};
 use std::time::Duration;
 
@@ -28,6 +29,7 @@ pub(crate) struct Assembler<'a> {
     provenance: Provenance,
     timeout: Duration,
     workloads: Vec<WorkloadResult>,
+    stage_seconds: IndexMap<String, f64>,
 }
 
 struct Progress {
@@ -56,6 +58,7 @@ impl<'a> Assembler<'a> {
             provenance,
             timeout,
             workloads,
+            stage_seconds: IndexMap::new(),
         }
     }
 
@@ -87,6 +90,7 @@ impl<'a> Assembler<'a> {
             compile,
             provenance: self.provenance,
             wall_seconds: wall,
+            stage_seconds: self.stage_seconds,
             log,
         }
     }
@@ -150,11 +154,13 @@ impl<'a> Assembler<'a> {
                         message,
                     )));
                 }
-                Event::HarnessError { message } => harness_error = Some(message),
+                Event::HarnessError { message, .. } => harness_error = Some(message),
                 Event::Done {
                     environment,
                     harness_version,
+                    stages,
                 } => {
+                    self.stage_seconds = stages.into_iter().filter(|(_, v)| v.is_finite() && *v >= 0.0).collect();
                     self.provenance.environment = environment;
                     self.provenance.harness_version = Some(harness_version);
                     done = true;

@@ -97,11 +97,25 @@ fn has_numpy(python: &Path) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// The Python interpreter that runs the harness, found once per process:
-/// `$KSEARCH_PYTHON` if set; else ksearch's own virtual environment in the cache; else
-/// `python3` if it has NumPy; else a new virtual environment with NumPy, created now
-/// (`notify` is told what is happening, since it takes a while).
-pub fn python(notify: &dyn Fn(&str)) -> Result<PathBuf, EvalError> {
+/// The interpreter to run the harness with, chosen without starting it (a probe would cost a
+/// tenth of a second per evaluation): `$KSEARCH_PYTHON` if set, else ksearch's own virtual
+/// environment if it exists, else `python3`. If it lacks NumPy, the harness says so and
+/// [`python_with_numpy`] provides one.
+pub fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("KSEARCH_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv_python = cache_dir().join("venv").join("bin").join("python");
+    if venv_python.is_file() {
+        return venv_python;
+    }
+    PathBuf::from("python3")
+}
+
+/// An interpreter known to import NumPy: `$KSEARCH_PYTHON` (which must have it), else
+/// ksearch's virtual environment, else `python3`, else a new virtual environment with NumPy,
+/// created now (`notify` is told, since it takes a while).
+pub fn python_with_numpy(notify: &dyn Fn(&str)) -> Result<PathBuf, EvalError> {
     static PYTHON: OnceLock<PathBuf> = OnceLock::new();
     if let Some(p) = PYTHON.get() {
         return Ok(p.clone());

@@ -97,32 +97,47 @@ pub fn evaluate(
         return Ok(assembler.rejected(&rejection));
     }
 
-    let python = harness::python(notify)?;
     let root = harness::harness_root()?;
-    let workdir = tempfile::Builder::new()
-        .prefix("ksearch-eval-")
-        .tempdir()
-        .map_err(|e| EvalError::Setup(format!("cannot create a private temp dir: {e}")))?;
     let request = build_request(task, solution, backend, device, trials, timeout, opts);
+    // Debugging aid (docs/protocol.md): keep the exact request to replay it by hand.
+    if let Some(path) = std::env::var_os("KSEARCH_SAVE_REQUEST") {
+        std::fs::write(&path, request.to_string()).map_err(|e| {
+            EvalError::Setup(format!(
+                "KSEARCH_SAVE_REQUEST: cannot write {}: {e}",
+                path.to_string_lossy()
+            ))
+        })?;
+    }
     let limits = supervisor::Limits {
         timeout,
         memory_bytes: opts.memory_bytes,
         ..supervisor::Limits::default()
     };
-    let env = [
-        ("PYTHONPATH", root.as_os_str()),
-        ("PYTHONDONTWRITEBYTECODE", std::ffi::OsStr::new("1")),
-        ("PYTHONHASHSEED", std::ffi::OsStr::new("0")),
-    ];
-    let outcome = supervisor::run(
-        &python,
-        &["-m", "ksearch_harness"],
-        workdir.path(),
-        &env,
-        request.to_string().into_bytes(),
-        &limits,
-    )
-    .map_err(|e| EvalError::Setup(format!("cannot start the harness with {}: {e}", python.display())))?;
+    let run = |python: &std::path::Path| -> Result<supervisor::Outcome, EvalError> {
+        let workdir = tempfile::Builder::new()
+            .prefix("ksearch-eval-")
+            .tempdir()
+            .map_err(|e| EvalError::Setup(format!("cannot create a private temp dir: {e}")))?;
+        let env = [
+            ("PYTHONPATH", root.as_os_str()),
+            ("PYTHONDONTWRITEBYTECODE", std::ffi::OsStr::new("1")),
+            ("PYTHONHASHSEED", std::ffi::OsStr::new("0")),
+        ];
+        supervisor::run(
+            python,
+            &["-m", "ksearch_harness"],
+            workdir.path(),
+            &env,
+            request.to_string().into_bytes(),
+            &limits,
+        )
+        .map_err(|e| EvalError::Setup(format!("cannot start the harness with {}: {e}", python.display())))
+    };
+    let mut outcome = run(&harness::python())?;
+    if record::missing_module(&outcome.lines).is_some() {
+        // Set up an interpreter with NumPy (once; it is reused afterwards) and try again.
+        outcome = run(&harness::python_with_numpy(notify)?)?;
+    }
     assembler.finish(outcome)
 }
 

@@ -33,12 +33,17 @@ pub(crate) enum Event {
     },
     HarnessError {
         message: String,
+        /// A Python module the interpreter lacks (docs/protocol.md).
+        #[serde(default)]
+        missing: Option<String>,
     },
     Done {
         #[serde(default)]
         environment: serde_json::Value,
         #[serde(default)]
         harness_version: String,
+        #[serde(default)]
+        stages: IndexMap<String, f64>,
     },
 }
 
@@ -135,6 +140,9 @@ pub struct Evaluation {
     pub compile: Option<CompileReport>,
     pub provenance: Provenance,
     pub wall_seconds: f64,
+    /// Seconds the harness spent per stage (startup, compile, correctness, timing, ...);
+    /// `wall_seconds` minus their sum is process start-up and supervision.
+    pub stage_seconds: IndexMap<String, f64>,
     /// The harness's stderr (what the candidate printed, tracebacks), bounded.
     pub log: String,
 }
@@ -143,4 +151,15 @@ impl Evaluation {
     pub fn passed(&self) -> bool {
         self.status == Status::Passed
     }
+}
+
+/// The module the harness reported missing, if that is why it stopped.
+pub(crate) fn missing_module(lines: &[Result<String, String>]) -> Option<String> {
+    lines
+        .iter()
+        .filter_map(|l| l.as_ref().ok())
+        .find_map(|l| match serde_json::from_str(l) {
+            Ok(Event::HarnessError { missing: Some(m), .. }) => Some(m),
+            _ => None,
+        })
 }

@@ -48,9 +48,9 @@ impl Default for EvaluationConfig {
             distributions: DISTRIBUTIONS.iter().map(|s| s.to_string()).collect(),
             timeout_s: 60.0,
             warmup: 3,
-            iterations: 50,
+            iterations: 30,
             min_iterations: 5,
-            max_timing_s: 1.0,
+            max_timing_s: 0.5,
         }
     }
 }
