@@ -1,0 +1,77 @@
+use std::time::Duration;
+
+/// Why a chat request failed. Every message says which provider and what to do about it, and
+/// never contains an API key (see [`crate::redact`]).
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+pub enum LlmError {
+    #[error("{provider}: the API key variable {env} is not set; export it (e.g. `export {env}=...`) or point `api_key_env` at the variable that holds your key")]
+    MissingKey { provider: String, env: String },
+
+    #[error("{provider}: the server refused the API key (HTTP {status}): {message}. Check that {env} holds a valid key for this endpoint")]
+    Auth {
+        provider: String,
+        status: u16,
+        env: String,
+        message: String,
+    },
+
+    #[error("{provider}: HTTP 404 from {url}: {message}. Check the model name '{model}' and the base URL")]
+    NotFound {
+        provider: String,
+        url: String,
+        model: String,
+        message: String,
+    },
+
+    #[error("{provider}: the request was rejected (HTTP {status}): {message}")]
+    BadRequest {
+        provider: String,
+        status: u16,
+        message: String,
+    },
+
+    #[error("{provider}: HTTP {status} after {attempts} attempt(s): {message}")]
+    Http {
+        provider: String,
+        status: u16,
+        attempts: u32,
+        message: String,
+    },
+
+    #[error("{provider}: no answer within {:.0} s, {attempts} attempt(s); raise `timeout_s` if the model is slow", after.as_secs_f64())]
+    Timeout {
+        provider: String,
+        attempts: u32,
+        after: Duration,
+    },
+
+    #[error("{provider}: cannot reach {url} after {attempts} attempt(s): {message}. Check `base_url` and that the server is running")]
+    Connect {
+        provider: String,
+        url: String,
+        attempts: u32,
+        message: String,
+    },
+
+    #[error("{provider}: the answer is not in the expected format: {message}")]
+    MalformedResponse { provider: String, message: String },
+
+    #[error("{0}")]
+    Budget(#[from] crate::budget::BudgetExceeded),
+
+    #[error("replay: no recorded answer for this {role} request (key {key}); the run being replayed never asked it, so the replay cannot continue past this point")]
+    NoRecordedAnswer { role: String, key: String },
+
+    #[error("configuration: {0}")]
+    Config(String),
+}
+
+impl LlmError {
+    /// Whether retrying the same request may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            LlmError::Http { .. } | LlmError::Timeout { .. } | LlmError::Connect { .. }
+        )
+    }
+}

@@ -1,0 +1,39 @@
+//! LLM providers for ksearch. Knows nothing about kernels: messages in; text, finish reason and
+//! usage out.
+//!
+//! - [`ChatModel`] is the one trait every provider implements; [`providers::build`] makes one
+//!   from a [`ProviderConfig`] (OpenAI-compatible chat completions, OpenAI Responses,
+//!   Anthropic Messages, Gemini generateContent).
+//! - Reliability lives in [`http`]: connect/read timeouts, retries with exponential backoff and
+//!   jitter on 429, 5xx and timeouts (honouring Retry-After), and precise errors on 4xx.
+//! - [`config`] reads `ksearch.toml` (project, then user level) and `--llm PROVIDER:MODEL`.
+//! - [`prices`] and [`budget`] turn usage into dollars and stop a run when a budget is spent.
+//! - [`cache`] keys requests by content, for the response cache and for replaying a run.
+//! - [`extract`] pulls structured answers (JSON, multi-file code) out of free-form text.
+//! - Keys come from the environment only and never appear in messages ([`redact`]).
+
+pub mod budget;
+pub mod cache;
+pub mod config;
+mod error;
+pub mod extract;
+pub mod http;
+pub mod prices;
+pub mod providers;
+mod redact;
+mod types;
+
+pub use config::{ProviderConfig, ProviderKind};
+pub use error::LlmError;
+pub use redact::{redact, Secret};
+pub use types::{ChatRequest, ChatResponse, FinishReason, Message, Role, Usage};
+
+/// A chat model behind some wire protocol.
+#[async_trait::async_trait]
+pub trait ChatModel: Send + Sync {
+    /// `provider-name (model)`, for messages and records.
+    fn describe(&self) -> String;
+
+    /// Sends one request, retrying transient failures, and returns the answer.
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError>;
+}
