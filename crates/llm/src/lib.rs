@@ -8,12 +8,14 @@
 //!   jitter on 429, 5xx and timeouts (honouring Retry-After), and precise errors on 4xx.
 //! - [`config`] reads `ksearch.toml` (project, then user level) and `--llm PROVIDER:MODEL`.
 //! - [`prices`] and [`budget`] turn usage into dollars and stop a run when a budget is spent.
+//! - [`LlmClient`] puts the cache in front of a model and the budget behind it.
 //! - [`cache`] keys requests by content, for the response cache and for replaying a run.
 //! - [`extract`] pulls structured answers (JSON, multi-file code) out of free-form text.
 //! - Keys come from the environment only and never appear in messages ([`redact`]).
 
 pub mod budget;
 pub mod cache;
+mod client;
 pub mod config;
 mod error;
 pub mod extract;
@@ -23,7 +25,8 @@ pub mod providers;
 mod redact;
 mod types;
 
-pub use config::{ProviderConfig, ProviderKind};
+pub use client::{Completion, LlmClient};
+pub use config::{LlmConfig, ProviderConfig, ProviderKind};
 pub use error::LlmError;
 pub use redact::{redact, Secret};
 pub use types::{ChatRequest, ChatResponse, FinishReason, Message, Role, Usage};
