@@ -62,17 +62,24 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
         }
     };
     if let Some(t) = args.timeout {
-        if !(t > 0.0 && t.is_finite()) {
-            return bad_input(&format!("--timeout: must be a positive number of seconds, got {t}"));
+        if !(t > 0.0 && t <= ksearch_spec::MAX_TIMEOUT_S) {
+            return bad_input(&format!(
+                "--timeout: must be a number of seconds between 0 and {}, got {t}",
+                ksearch_spec::MAX_TIMEOUT_S
+            ));
         }
     }
-    let opts = EvalOptions {
-        seed: args.seed.unwrap_or_else(fresh_seed),
-        trials: args.trials,
-        timeout: args.timeout.map(Duration::from_secs_f64),
-        memory_bytes: Some(args.memory_limit.saturating_mul(1 << 20)),
-        fail_fast: args.fail_fast,
-    };
+    if args.memory_limit < MIN_MEMORY_MIB {
+        return bad_input(&format!(
+            "--memory-limit: {} MiB is too little to start Python and NumPy; use at least {MIN_MEMORY_MIB}",
+            args.memory_limit
+        ));
+    }
+    let mut opts = EvalOptions::new(args.seed.unwrap_or_else(fresh_seed));
+    opts.trials = args.trials;
+    opts.timeout = args.timeout.and_then(|t| Duration::try_from_secs_f64(t).ok());
+    opts.memory_bytes = Some(args.memory_limit.saturating_mul(1 << 20));
+    opts.fail_fast = args.fail_fast;
     let notify = |msg: &str| eprintln!("ksearch: {msg}");
     let evaluation = match evaluate(&task, &solution, &opts, &notify) {
         Ok(e) => e,
@@ -94,6 +101,9 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
     }
     Ok(if evaluation.passed() { 0 } else { EXIT_FAILED })
 }
+
+/// The harness needs about this much address space for Python, NumPy and OpenBLAS.
+const MIN_MEMORY_MIB: u64 = 512;
 
 fn bad_input(message: &str) -> anyhow::Result<u8> {
     eprintln!("error: {message}");

@@ -150,3 +150,73 @@ fn bad_task_toml_names_the_key() {
         r.stderr
     );
 }
+
+#[test]
+fn absurd_limits_are_refused_not_panicked_on() {
+    let task = fixture("tiny_softmax");
+    let r = ksearch(&["eval", task.to_str().unwrap(), "--timeout", "1e20"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("--timeout: must be a number of seconds between 0 and 86400"),
+        "{}",
+        r.stderr
+    );
+    let r = ksearch(&["eval", task.to_str().unwrap(), "--memory-limit", "50"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--memory-limit: 50 MiB is too little"),
+        "{}",
+        r.stderr
+    );
+    let copy = copy_fixture("tiny_softmax");
+    std::fs::write(copy.path().join("task.toml"), "[evaluation]\ntimeout_s = inf\n").unwrap();
+    let r = eval_task_dir(copy.path());
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("task.toml: evaluation.timeout_s: must be between 0 and 86400 seconds"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_json_error_in_a_workload_line_gives_that_line_and_its_column() {
+    let task = copy_fixture("tiny_softmax");
+    std::fs::write(
+        task.path().join("workloads.jsonl"),
+        "{\"uuid\": \"a\", \"axes\": {\"M\": 8, \"N\": 4}}\n{\"uuid\": \"b\", \"axes\": {\"M\": 8 \"N\": 4}}\n",
+    )
+    .unwrap();
+    let r = eval_task_dir(task.path());
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("workloads.jsonl: line 2: invalid JSON at column 31: expected `,` or `}`"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn source_paths_a_compiler_could_misread_are_bad_input() {
+    for path in ["./k.c", "-k.c", "candidate.so", "../k.c"] {
+        let solution = serde_json::json!({
+            "name": "mine", "definition": "tiny_softmax", "author": "me",
+            "spec": {"language": "c", "entry_point": format!("{path}::softmax")},
+            "sources": [{"path": path, "content": SOFTMAX_OK}]
+        });
+        let (_d, file) = write_temp("solution.json", &solution.to_string());
+        let r = ksearch(&[
+            "eval",
+            fixture("tiny_softmax").to_str().unwrap(),
+            file.to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, 2, "{path}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!("solution.json: sources[0].path: '{path}'")),
+            "{path}: {}",
+            r.stderr
+        );
+    }
+}

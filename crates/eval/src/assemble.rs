@@ -23,6 +23,10 @@ fn device_peaks(device: &str) -> (Option<f64>, Option<f64>) {
     }
 }
 
+/// Stages during which candidate code runs (loading runs its constructors): a death there is
+/// the candidate's, not the harness's.
+const CANDIDATE_STAGES: [&str; 3] = ["load", "correctness", "timing"];
+
 pub(crate) struct Assembler<'a> {
     task: &'a Task,
     solution: &'a Solution,
@@ -107,6 +111,10 @@ impl<'a> Assembler<'a> {
         let mut protocol_errors: Vec<String> = Vec::new();
         let mut done = false;
         for line in &outcome.lines {
+            if done {
+                protocol_errors.push("the harness wrote lines after `done`".to_string());
+                break;
+            }
             let line = match line {
                 Ok(l) => l,
                 Err(e) => {
@@ -181,7 +189,7 @@ impl<'a> Assembler<'a> {
         let where_ = progress.as_ref().map(|p| self.describe(p));
         let candidate_running = progress
             .as_ref()
-            .is_some_and(|p| p.stage == "correctness" || p.stage == "timing");
+            .is_some_and(|p| CANDIDATE_STAGES.contains(&p.stage.as_str()));
         let died = match &outcome.exit {
             Exit::TimedOut => Some((
                 Status::Timeout,
@@ -300,6 +308,9 @@ impl<'a> Assembler<'a> {
             .workloads
             .get_mut(w.index)
             .ok_or_else(|| format!("workload index {} out of range (0..{n})", w.index))?;
+        if slot.status != Status::NotRun {
+            return Err(format!("workload {} was reported twice", w.index));
+        }
         if slot.uuid != w.uuid {
             return Err(format!(
                 "workload {} reported as '{}' but it is '{}'",
@@ -381,5 +392,134 @@ fn signal_name(sig: i32) -> &'static str {
         libc::SIGXCPU => "SIGXCPU",
         libc::SIGXFSZ => "SIGXFSZ, file size limit",
         _ => "signal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The harness's output is untrusted: these feed `finish` canned outcomes, well-formed and not.
+    use super::*;
+    use crate::supervisor::Outcome;
+
+    fn task() -> (tempfile::TempDir, Task) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("definition.json"),
+            r#"{"name": "t", "op_type": "x", "axes": {"N": {"type": "var"}},
+                "inputs": {"x": {"shape": ["N"], "dtype": "float32"}},
+                "outputs": {"y": {"shape": ["N"], "dtype": "float32"}},
+                "reference": "def run(x):\n    return x\n"}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("workloads.jsonl"),
+            "{\"uuid\": \"a\", \"axes\": {\"N\": 4}}\n{\"uuid\": \"b\", \"axes\": {\"N\": 8}}\n",
+        )
+        .unwrap();
+        let task = Task::load_folder(dir.path()).unwrap();
+        (dir, task)
+    }
+
+    fn finish(lines: &[&str], exit: Exit) -> Evaluation {
+        let (_dir, task) = task();
+        let solution = Solution {
+            name: "k.c".into(),
+            definition: "t".into(),
+            author: None,
+            spec: ksearch_spec::BuildSpec {
+                language: "c".into(),
+                target_hardware: vec![],
+                entry_point: "k.c::f".into(),
+                dependencies: vec![],
+                destination_passing_style: true,
+            },
+            sources: vec![],
+            description: None,
+        };
+        let provenance = Provenance {
+            device: "cpu".into(),
+            backend: "c".into(),
+            seed: 1,
+            harness_version: None,
+            environment: serde_json::Value::Null,
+            trials: 1,
+        };
+        let outcome = Outcome {
+            lines: lines.iter().map(|l| Ok(l.to_string())).collect(),
+            exit,
+            log: String::new(),
+            elapsed: Duration::from_millis(10),
+        };
+        Assembler::new(&task, &solution, provenance, Duration::from_secs(5))
+            .finish(outcome)
+            .unwrap()
+    }
+
+    const TIMING: &str = r#""timing": {"clock": "ns", "candidate_ns": [10, 12, 11], "reference_ns": [20, 22, 21]}"#;
+
+    fn passed(index: usize, uuid: &str) -> String {
+        format!(r#"{{"event": "workload", "index": {index}, "uuid": "{uuid}", "status": "passed", {TIMING}}}"#)
+    }
+
+    const DONE: &str = r#"{"event": "done", "environment": {}, "harness_version": "0", "stages": {}}"#;
+
+    #[test]
+    fn a_clean_run_passes_with_speedups_from_raw_samples() {
+        let e = finish(&[&passed(0, "a"), &passed(1, "b"), DONE], Exit::Code(0));
+        assert_eq!(e.status, Status::Passed);
+        assert!((e.speedup.unwrap() - 21.0 / 11.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn duplicate_and_late_lines_are_protocol_errors() {
+        let e = finish(
+            &[&passed(0, "a"), &passed(0, "a"), &passed(1, "b"), DONE],
+            Exit::Code(0),
+        );
+        assert_eq!(e.status, Status::HarnessError);
+        assert!(e.reason.unwrap().contains("reported twice"));
+        let e = finish(&[&passed(0, "a"), DONE, &passed(1, "b")], Exit::Code(0));
+        assert_eq!(e.status, Status::HarnessError);
+        assert!(e.reason.unwrap().contains("after `done`"));
+    }
+
+    #[test]
+    fn wrong_index_uuid_status_or_samples_are_refused() {
+        for (line, needle) in [
+            (passed(5, "a"), "out of range"),
+            (passed(0, "b"), "reported as 'b'"),
+            (r#"{"event": "workload", "index": 0, "uuid": "a", "status": "great"}"#.to_string(), "unknown workload status"),
+            (r#"{"event": "workload", "index": 0, "uuid": "a", "status": "passed"}"#.to_string(), "without timing"),
+            (
+                r#"{"event": "workload", "index": 0, "uuid": "a", "status": "passed", "timing": {"candidate_ns": [], "reference_ns": [1]}}"#.to_string(),
+                "invalid timing samples",
+            ),
+            ("not json at all".to_string(), "unreadable protocol line"),
+        ] {
+            let e = finish(&[&line, &passed(1, "b"), DONE], Exit::Code(0));
+            assert_eq!(e.status, Status::HarnessError, "{line}");
+            assert!(e.reason.as_deref().unwrap_or("").contains(needle), "{line}: {:?}", e.reason);
+        }
+    }
+
+    #[test]
+    fn death_during_candidate_stages_is_the_candidate_s() {
+        for stage in ["load", "correctness", "timing"] {
+            let progress = format!(r#"{{"event": "progress", "stage": "{stage}", "workload": 1, "trial": 0}}"#);
+            let e = finish(&[&passed(0, "a"), &progress], Exit::Signal(libc::SIGSEGV));
+            assert_eq!(e.status, Status::RuntimeError, "{stage}");
+            assert_eq!(e.workloads[0].status, Status::Passed);
+            assert_eq!(e.workloads[1].status, Status::RuntimeError);
+            assert!(e.reason.unwrap().contains("SIGSEGV"));
+        }
+        let progress = r#"{"event": "progress", "stage": "compile"}"#;
+        let e = finish(&[progress], Exit::Signal(libc::SIGSEGV));
+        assert_eq!(e.status, Status::HarnessError);
+    }
+
+    #[test]
+    fn a_missing_done_without_a_signal_is_not_a_pass() {
+        let e = finish(&[&passed(0, "a"), &passed(1, "b")], Exit::Code(0));
+        assert_ne!(e.status, Status::Passed);
     }
 }

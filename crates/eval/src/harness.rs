@@ -1,12 +1,11 @@
 //! Where the Python harness and its interpreter come from.
 //!
-//! The harness package is compiled into the binary and unpacked once into the user cache,
-//! under a folder named by its content hash, so a `ksearch` binary carried to another machine
-//! (the GPU host) brings the matching harness with it.
+//! The harness package is compiled into the binary and written into each evaluation's private
+//! temp dir, so a `ksearch` binary carried to another machine (the GPU host) brings the matching
+//! harness with it, and no evaluation can alter another's.
 
 use crate::EvalError;
 use include_dir::{include_dir, Dir};
-use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -42,48 +41,25 @@ fn harness_files(dir: &'static Dir<'static>, out: &mut Vec<(&'static Path, &'sta
     }
 }
 
-/// The folder to put on PYTHONPATH: `$KSEARCH_HARNESS_DIR` when set (development), else the
-/// embedded harness, unpacked on first use.
-pub fn harness_root() -> Result<PathBuf, EvalError> {
-    if let Some(dir) = std::env::var_os("KSEARCH_HARNESS_DIR") {
-        return Ok(PathBuf::from(dir));
+/// Writes the harness package into `dir` (the evaluation's private temp dir) and returns the
+/// folder to put on PYTHONPATH; `$KSEARCH_HARNESS_DIR` overrides it (development). A fresh copy
+/// per evaluation means a candidate that rewrites the harness's files (it runs in the harness's
+/// process) changes only its own evaluation, never the next one. Writing it costs about a
+/// millisecond.
+pub fn install_harness(dir: &Path) -> Result<PathBuf, EvalError> {
+    if let Some(dev) = std::env::var_os("KSEARCH_HARNESS_DIR") {
+        return Ok(PathBuf::from(dev));
     }
     let mut files = Vec::new();
     harness_files(&HARNESS, &mut files);
-    files.sort();
-    let mut hash = Sha256::new();
+    let root = dir.join("harness");
     for (path, content) in &files {
-        hash.update(path.to_string_lossy().as_bytes());
-        hash.update([0]);
-        hash.update(content);
-    }
-    let digest = hash.finalize();
-    let tag: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    let root = cache_dir().join("harness").join(tag);
-    if root.join("ksearch_harness").join("__main__.py").is_file() {
-        return Ok(root);
-    }
-    let io = |path: &Path, source: std::io::Error| {
-        EvalError::Setup(format!("cannot write the harness to {}: {source}", path.display()))
-    };
-    let parent = root.parent().unwrap_or(&root).to_path_buf();
-    std::fs::create_dir_all(&parent).map_err(|e| io(&parent, e))?;
-    // Unpack beside the final place, then rename, so a concurrent ksearch never sees half a package.
-    let staging = tempfile::Builder::new()
-        .prefix(".unpack-")
-        .tempdir_in(&parent)
-        .map_err(|e| io(&parent, e))?;
-    for (path, content) in &files {
-        let dest = staging.path().join("ksearch_harness").join(path);
-        if let Some(dir) = dest.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        let dest = root.join("ksearch_harness").join(path);
+        let io = |e: std::io::Error| EvalError::Setup(format!("cannot write the harness to {}: {e}", dest.display()));
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(io)?;
         }
-        std::fs::write(&dest, content).map_err(|e| io(&dest, e))?;
-    }
-    let staged = staging.keep();
-    if std::fs::rename(&staged, &root).is_err() {
-        // Another process won the race; its copy is identical.
-        let _ = std::fs::remove_dir_all(&staged);
+        std::fs::write(&dest, content).map_err(io)?;
     }
     Ok(root)
 }

@@ -49,10 +49,12 @@ pub struct EvalOptions {
     pub fail_fast: bool,
 }
 
-impl Default for EvalOptions {
-    fn default() -> Self {
+impl EvalOptions {
+    /// Options with the task's defaults. The seed has no default: a caller that forgot it would
+    /// evaluate every candidate on the same predictable inputs.
+    pub fn new(seed: u64) -> Self {
         EvalOptions {
-            seed: 0,
+            seed,
             trials: None,
             timeout: None,
             memory_bytes: Some(8 << 30),
@@ -82,7 +84,10 @@ pub fn evaluate(
     let (backend, device) = backend_for(&solution.spec.language)?;
     let cfg = &task.config.evaluation;
     let trials = opts.trials.unwrap_or(cfg.trials).max(1);
-    let timeout = opts.timeout.unwrap_or(Duration::from_secs_f64(cfg.timeout_s));
+    // task.toml bounds timeout_s (spec validation), so the conversion cannot fail there.
+    let timeout = opts
+        .timeout
+        .unwrap_or(Duration::try_from_secs_f64(cfg.timeout_s).unwrap_or(Duration::from_secs(60)));
     let provenance = Provenance {
         device: device.to_string(),
         backend: backend.to_string(),
@@ -97,7 +102,6 @@ pub fn evaluate(
         return Ok(assembler.rejected(&rejection));
     }
 
-    let root = harness::harness_root()?;
     let request = build_request(task, solution, backend, device, trials, timeout, opts);
     // Debugging aid (docs/protocol.md): keep the exact request to replay it by hand.
     if let Some(path) = std::env::var_os("KSEARCH_SAVE_REQUEST") {
@@ -118,6 +122,7 @@ pub fn evaluate(
             .prefix("ksearch-eval-")
             .tempdir()
             .map_err(|e| EvalError::Setup(format!("cannot create a private temp dir: {e}")))?;
+        let root = harness::install_harness(workdir.path())?;
         let env = [
             ("PYTHONPATH", root.as_os_str()),
             ("PYTHONDONTWRITEBYTECODE", std::ffi::OsStr::new("1")),

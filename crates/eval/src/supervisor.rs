@@ -111,9 +111,11 @@ pub fn run(
             Ok(())
         });
     }
+    become_subreaper();
     let start = Instant::now();
     let mut child = cmd.spawn()?;
     let pgid = child.id() as libc::pid_t;
+    let _registered = LiveChild::register(pgid);
     let kill_group = || {
         // SAFETY: plain syscall; a negative pid addresses the process group we created.
         unsafe {
@@ -169,8 +171,12 @@ pub fn run(
         }
     };
     let elapsed = start.elapsed();
-    // Whatever the candidate started in the group dies with it.
+    // Whatever the candidate started in the group dies with it, and whatever left the group
+    // (setsid) was re-parented to us as the subreaper: it dies too.
     kill_group();
+    let _ = child.wait();
+    drop(_registered);
+    sweep_orphans();
     let _ = writer.join();
     // The pipes close once every process holding them is gone; a process that escaped the
     // group could hold them open, so we wait only briefly.
@@ -187,6 +193,80 @@ pub fn run(
         log,
         elapsed,
     })
+}
+
+/// Makes this process the reaper of its orphaned descendants, so a candidate that escapes its
+/// process group (setsid, double fork) is re-parented to us instead of to init, where
+/// [`sweep_orphans`] finds it.
+fn become_subreaper() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: plain prctl; failure (an old kernel) only weakens the sweep.
+        unsafe {
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        }
+    });
+}
+
+/// Harness processes currently supervised (by any thread): the sweep must spare them.
+static LIVE: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
+
+struct LiveChild(libc::pid_t);
+
+impl LiveChild {
+    fn register(pid: libc::pid_t) -> LiveChild {
+        LIVE.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
+        LiveChild(pid)
+    }
+}
+
+impl Drop for LiveChild {
+    fn drop(&mut self) {
+        LIVE.lock().unwrap_or_else(|p| p.into_inner()).retain(|p| *p != self.0);
+    }
+}
+
+/// Kills and reaps every child of ours that is not a supervised harness: these are processes
+/// that escaped an evaluation's process group. Repeats while killing them orphans more.
+fn sweep_orphans() {
+    let me = std::process::id() as libc::pid_t;
+    for _ in 0..50 {
+        let live = LIVE.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let strays: Vec<libc::pid_t> = children_of(me).into_iter().filter(|p| !live.contains(p)).collect();
+        if strays.is_empty() {
+            return;
+        }
+        for pid in strays {
+            // SAFETY: plain syscalls on a process that is our own child.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
+            }
+        }
+    }
+}
+
+fn children_of(parent: libc::pid_t) -> Vec<libc::pid_t> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<libc::pid_t>().ok()))
+        .filter(|pid| {
+            // Field 4 of /proc/PID/stat is the parent; the name in field 2 may hold spaces, so
+            // count from the closing parenthesis.
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.to_string()))
+                .and_then(|rest| {
+                    rest.split_whitespace()
+                        .nth(1)
+                        .and_then(|p| p.parse::<libc::pid_t>().ok())
+                })
+                == Some(parent)
+        })
+        .collect()
 }
 
 fn read_lines(out: impl Read, max_total: usize, max_line: usize, tx: &mpsc::Sender<Result<String, String>>) {
@@ -339,6 +419,31 @@ mod tests {
         assert_eq!(o.lines.len(), 2);
         assert!(o.lines[0].as_ref().unwrap_err().contains("longer than 100 bytes"));
         assert_eq!(o.lines[1], Ok("ok".to_string()));
+    }
+
+    #[test]
+    fn a_process_that_leaves_the_group_is_killed_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("escaped.pid");
+        // setsid puts the sleeper in a new session and process group: the group kill misses it.
+        let script = format!(
+            "setsid sh -c 'echo $$ > {}; exec sleep 30' & sleep 0.3; exit 0",
+            marker.display()
+        );
+        let o = run(
+            Path::new("/bin/sh"),
+            &["-c", &script],
+            dir.path(),
+            &[],
+            Vec::new(),
+            &Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(o.exit, Exit::Code(0));
+        let pid: i32 = std::fs::read_to_string(&marker).unwrap().trim().parse().unwrap();
+        // SAFETY: signal 0 only probes for existence.
+        let alive = unsafe { libc::kill(pid, 0) } == 0 && !is_zombie(pid);
+        assert!(!alive, "the escaped process {pid} survived");
     }
 
     #[test]

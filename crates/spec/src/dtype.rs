@@ -65,19 +65,6 @@ impl DType {
         }
     }
 
-    pub fn is_float(self) -> bool {
-        matches!(
-            self,
-            DType::Float64
-                | DType::Float32
-                | DType::Float16
-                | DType::Bfloat16
-                | DType::Float8E4m3
-                | DType::Float8E5m2
-                | DType::Float4E2m1
-        )
-    }
-
     pub fn is_integer(self) -> bool {
         matches!(
             self,

@@ -98,14 +98,6 @@ impl Solution {
         Ok(sol)
     }
 
-    /// `(file, symbol)` of the entry point; valid after validation.
-    pub fn entry(&self) -> (&str, &str) {
-        self.spec
-            .entry_point
-            .split_once("::")
-            .unwrap_or((self.spec.entry_point.as_str(), ""))
-    }
-
     fn validate(&self, file: &str, task: &Task) -> Result<(), SpecError> {
         let mut p = Problems::new(file);
         if self.definition != task.definition.name {
@@ -131,11 +123,8 @@ impl Solution {
             p.push("sources", "must hold at least one file");
         }
         for (i, s) in self.sources.iter().enumerate() {
-            if s.path.is_empty() || s.path.starts_with('/') || s.path.split('/').any(|c| c == ".." || c.is_empty()) {
-                p.push(
-                    format!("sources[{i}].path"),
-                    format!("'{}' must be a plain relative path", s.path),
-                );
+            if let Err(why) = check_source_path(&s.path) {
+                p.push(format!("sources[{i}].path"), format!("'{}' {why}", s.path));
             }
             if self.sources[..i].iter().any(|o| o.path == s.path) {
                 p.push(format!("sources[{i}].path"), format!("'{}' appears twice", s.path));
@@ -160,6 +149,28 @@ impl Solution {
         }
         p.into_result()
     }
+}
+
+/// The rule for source file names, shared with the harness (which writes them into its build
+/// folder and passes them to the compiler): plain relative paths, nothing a compiler could read as
+/// a flag, and not the name of the harness's own build output.
+pub fn check_source_path(path: &str) -> Result<(), &'static str> {
+    if path.is_empty() {
+        return Err("is empty");
+    }
+    if path.starts_with('/') {
+        return Err("must be relative");
+    }
+    if path.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+        return Err("must not contain empty, '.' or '..' parts");
+    }
+    if path.starts_with('-') {
+        return Err("must not start with '-' (a compiler would read it as a flag)");
+    }
+    if path == "candidate.so" {
+        return Err("is reserved for the harness's build output");
+    }
+    Ok(())
 }
 
 /// The language a bare file is written in, from its extension.

@@ -55,6 +55,9 @@ impl Default for EvaluationConfig {
     }
 }
 
+/// The longest evaluation a task may ask for (a day): longer is a typo, not a kernel.
+pub const MAX_TIMEOUT_S: f64 = 86_400.0;
+
 /// Trial-level distributions for float inputs, cycled over the trials.
 pub const DISTRIBUTIONS: [&str; 3] = ["normal", "uniform", "heavy_tailed"];
 
@@ -195,8 +198,11 @@ impl TaskConfig {
                 );
             }
         }
-        if !positive(e.timeout_s) {
-            p.push("evaluation.timeout_s", "must be positive");
+        if !positive(e.timeout_s) || e.timeout_s > MAX_TIMEOUT_S {
+            p.push(
+                "evaluation.timeout_s",
+                format!("must be between 0 and {MAX_TIMEOUT_S} seconds, got {}", e.timeout_s),
+            );
         }
         if e.iterations == 0 || e.min_iterations == 0 || e.min_iterations > e.iterations {
             p.push(
@@ -207,7 +213,7 @@ impl TaskConfig {
                 ),
             );
         }
-        if !positive(e.max_timing_s) {
+        if !positive(e.max_timing_s) || e.max_timing_s > MAX_TIMEOUT_S {
             p.push("evaluation.max_timing_s", "must be positive");
         }
         for (name, tol) in &self.tolerance {

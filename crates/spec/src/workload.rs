@@ -39,15 +39,6 @@ impl Workload {
             })
             .collect()
     }
-
-    /// A short human label: `M=64 N=1024`.
-    pub fn label(&self) -> String {
-        self.axes
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
 }
 
 /// Parses a workloads JSONL file and checks each line against the definition.
@@ -101,7 +92,9 @@ pub fn parse_workloads(
                     problems.push(Problem::new(
                         file,
                         at(&format!("{prefix}{}", p.field)),
-                        p.message.clone(),
+                        // Each line is parsed on its own, so serde's "line 1" is this file's line.
+                        p.message
+                            .replacen("invalid JSON at line 1, column", "invalid JSON at column", 1),
                     ));
                 }
                 continue;
