@@ -38,7 +38,14 @@ impl LlmClient {
         budget: Arc<Mutex<Budget>>,
         cache: Option<Arc<dyn ResponseCache>>,
     ) -> LlmClient {
-        LlmClient { role: role.to_string(), config, model, prices, budget, cache }
+        LlmClient {
+            role: role.to_string(),
+            config,
+            model,
+            prices,
+            budget,
+            cache,
+        }
     }
 
     pub fn role(&self) -> &str {
@@ -61,7 +68,12 @@ impl LlmClient {
     pub async fn complete(&self, request: &ChatRequest) -> Result<Completion, LlmError> {
         let key = self.key(request);
         if let Some(hit) = self.cache.as_ref().and_then(|c| c.get(&key)) {
-            return Ok(Completion { response: hit, key, cost_dollars: Some(0.0), from_cache: true });
+            return Ok(Completion {
+                response: hit,
+                key,
+                cost_dollars: Some(0.0),
+                from_cache: true,
+            });
         }
         self.lock_budget()?.check()?;
         let response = self.model.complete(request).await?;
@@ -74,7 +86,12 @@ impl LlmClient {
         if let Some(cache) = &self.cache {
             cache.put(&key, &response);
         }
-        Ok(Completion { response, key, cost_dollars: cost, from_cache: false })
+        Ok(Completion {
+            response,
+            key,
+            cost_dollars: cost,
+            from_cache: false,
+        })
     }
 
     fn lock_budget(&self) -> Result<std::sync::MutexGuard<'_, Budget>, LlmError> {
@@ -108,7 +125,11 @@ mod tests {
             Ok(ChatResponse {
                 text: format!("answer {n} to {}", request.messages.len()),
                 finish_reason: FinishReason::Stop,
-                usage: Usage { input_tokens: 1000, output_tokens: 500, ..Usage::default() },
+                usage: Usage {
+                    input_tokens: 1000,
+                    output_tokens: 500,
+                    ..Usage::default()
+                },
                 model: "gpt-5-2025-08-07".into(),
                 latency: Duration::from_millis(1),
                 attempts: 1,
@@ -117,9 +138,15 @@ mod tests {
     }
 
     fn client(limits: BudgetLimits, cache: bool) -> (LlmClient, Arc<Counting>) {
-        let model = Arc::new(Counting { calls: AtomicU32::new(0) });
+        let model = Arc::new(Counting {
+            calls: AtomicU32::new(0),
+        });
         let config = LlmConfig::default().resolve("openai:gpt-5").unwrap();
-        let cache: Option<Arc<dyn ResponseCache>> = if cache { Some(Arc::new(MemoryCache::default())) } else { None };
+        let cache: Option<Arc<dyn ResponseCache>> = if cache {
+            Some(Arc::new(MemoryCache::default()))
+        } else {
+            None
+        };
         let c = LlmClient::new(
             "coder",
             config,
@@ -132,7 +159,10 @@ mod tests {
     }
 
     fn ask(text: &str) -> ChatRequest {
-        ChatRequest { messages: vec![Message::user(text)], ..Default::default() }
+        ChatRequest {
+            messages: vec![Message::user(text)],
+            ..Default::default()
+        }
     }
 
     #[tokio::test]
@@ -150,11 +180,21 @@ mod tests {
 
     #[tokio::test]
     async fn budget_stops_before_the_call_that_would_exceed_it() {
-        let (c, model) = client(BudgetLimits { max_calls: Some(2), ..Default::default() }, false);
+        let (c, model) = client(
+            BudgetLimits {
+                max_calls: Some(2),
+                ..Default::default()
+            },
+            false,
+        );
         c.complete(&ask("a")).await.unwrap();
         c.complete(&ask("b")).await.unwrap();
         let e = c.complete(&ask("c")).await.unwrap_err();
         assert!(matches!(e, LlmError::Budget(_)), "{e}");
-        assert_eq!(model.calls.load(Ordering::SeqCst), 2, "the refused call never reached the model");
+        assert_eq!(
+            model.calls.load(Ordering::SeqCst),
+            2,
+            "the refused call never reached the model"
+        );
     }
 }
