@@ -1,0 +1,138 @@
+//! Candidates as the engine knows them, the noise-aware "better than", and the performance
+//! summary the planner and coder read.
+
+use super::protocol::{EvalSummary, Source};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    pub id: i64,
+    pub parent: Option<i64>,
+    pub node_id: String,
+    pub round: u32,
+    pub cycle: u32,
+    pub sources: Vec<Source>,
+    /// The evaluation during the search (None until evaluated).
+    pub result: Option<EvalSummary>,
+    /// The final re-measurement, for the top candidates.
+    pub final_result: Option<EvalSummary>,
+}
+
+impl Candidate {
+    pub fn passed(&self) -> bool {
+        self.result.as_ref().is_some_and(|r| r.passed())
+    }
+
+    pub fn speedup(&self) -> Option<f64> {
+        self.result.as_ref().filter(|r| r.passed()).and_then(|r| r.speedup)
+    }
+}
+
+/// Whether `a` is better than `b` by more than the measured noise: both passed, and `a`'s speedup
+/// exceeds `b`'s by more than the larger relative IQR of the two (a 3% noise level needs a >3%
+/// gain). Anything beats nothing; nothing beats anything.
+pub fn beats(a: &EvalSummary, b: Option<&EvalSummary>) -> bool {
+    let Some(sa) = a.speedup.filter(|_| a.passed()) else {
+        return false;
+    };
+    let Some(b) = b.filter(|b| b.passed()) else { return true };
+    let Some(sb) = b.speedup else { return true };
+    let noise = a
+        .relative_noise
+        .unwrap_or(0.0)
+        .max(b.relative_noise.unwrap_or(0.0))
+        .max(0.0);
+    sa > sb * (1.0 + noise)
+}
+
+/// One line per workload: `uuid: 1.42x (312.0 us +/- 4.1 us; reference 443.1 us)`.
+pub fn workload_lines(summary: &EvalSummary) -> String {
+    summary
+        .workloads
+        .iter()
+        .map(|w| match (w.speedup, w.median_ns, w.iqr_ns, w.reference_median_ns) {
+            (Some(s), Some(m), Some(iqr), Some(r)) => format!(
+                "- {}: {:.2}x ({} +/- {}; reference {})",
+                w.uuid,
+                s,
+                micros(m),
+                micros(iqr),
+                micros(r)
+            ),
+            _ => format!("- {}: {}", w.uuid, w.status),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn micros(ns: f64) -> String {
+    format!("{:.1} us", ns / 1e3)
+}
+
+/// A one-line verdict of an evaluation for tables and prompts.
+pub fn verdict(summary: &EvalSummary) -> String {
+    if let Some(flag) = &summary.suspicious {
+        return format!("suspicious timing, not trusted ({flag})");
+    }
+    match (summary.passed(), summary.speedup) {
+        (true, Some(s)) => {
+            let noise = summary
+                .relative_noise
+                .map(|n| format!(", noise {:.1}%", n * 100.0))
+                .unwrap_or_default();
+            format!("passed, {s:.2}x the reference{noise}")
+        }
+        _ => match &summary.reason {
+            Some(r) => format!("{}: {}", summary.status, first_line(r)),
+            None => summary.status.clone(),
+        },
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    let line = text.lines().next().unwrap_or("");
+    match line.char_indices().nth(300) {
+        Some((i, _)) => &line[..i],
+        None => line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(speedup: Option<f64>, noise: f64) -> EvalSummary {
+        EvalSummary {
+            status: if speedup.is_some() {
+                "passed"
+            } else {
+                "incorrect_numerical"
+            }
+            .into(),
+            reason: None,
+            speedup,
+            relative_noise: Some(noise),
+            workloads: vec![],
+            log_tail: String::new(),
+            suspicious: None,
+        }
+    }
+
+    #[test]
+    fn better_means_better_than_the_noise() {
+        assert!(beats(&s(Some(1.10), 0.02), Some(&s(Some(1.0), 0.02))));
+        assert!(
+            !beats(&s(Some(1.03), 0.05), Some(&s(Some(1.0), 0.02))),
+            "a 3% gain inside 5% noise is not a gain"
+        );
+        assert!(beats(&s(Some(0.5), 0.0), None));
+        assert!(beats(&s(Some(0.5), 0.0), Some(&s(None, 0.0))));
+        assert!(!beats(&s(None, 0.0), None));
+        let mut flagged = s(Some(50.0), 0.0);
+        flagged.suspicious = Some("faster than the device".into());
+        assert!(
+            !beats(&flagged, Some(&s(Some(1.0), 0.0))),
+            "a suspicious result never wins"
+        );
+    }
+}

@@ -1,0 +1,737 @@
+//! The search engine: a deterministic state machine over a durable log (docs/engine.md).
+//!
+//! It never calls an LLM or an evaluator. The driver asks [`Engine::pending`] what to serve,
+//! serves it, appends the resulting [`Event`] to the run store, then hands it to
+//! [`Engine::apply`]. Replaying the stored events into a fresh engine rebuilds the same state,
+//! which is how `resume` and `replay` work. Everything here is pure: no clock, no randomness,
+//! no I/O.
+
+mod candidates;
+mod prompts;
+mod protocol;
+mod render;
+
+pub use candidates::{beats, verdict, Candidate};
+pub use protocol::{
+    CodeKind, EngineConfig, EvalSummary, Event, PlanKind, Purpose, Request, Source, TaskBrief, WorkloadSummary,
+};
+
+use crate::world_model::{ComputedSignals, Exploration, NodeId, SolutionRef, WorldModel};
+use ksearch_llm::extract::{code_files, first_json_object, retry_instruction};
+use ksearch_llm::Message;
+use std::collections::HashMap;
+
+/// A driver fed the engine something it did not ask for, or the engine's own invariants broke.
+/// Either way it is a defect or a tampered log, never a planner or coder mistake (those are
+/// handled inside the search).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EngineError {
+    #[error("event {event} does not answer the pending request ({pending})")]
+    Unexpected { event: String, pending: String },
+    #[error("the search is already started")]
+    AlreadyStarted,
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+/// One attempt of a cycle: a coder answer and what became of it.
+#[derive(Debug, Clone, PartialEq)]
+struct Attempt {
+    round: u32,
+    kind: CodeKind,
+    candidate: Option<i64>,
+    /// For answers that yielded no candidate: why.
+    failure: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Cycle {
+    node_id: NodeId,
+    base: Option<i64>,
+    attempts: Vec<Attempt>,
+    best: Option<i64>,
+    /// Consecutive attempts that did not beat `best`.
+    stale: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    NotStarted,
+    Running,
+    Finalizing,
+    Finished,
+}
+
+#[derive(Debug, Clone)]
+pub struct Engine {
+    task: Option<TaskBrief>,
+    config: EngineConfig,
+    wm: WorldModel,
+    candidates: Vec<Candidate>,
+    phase: Phase,
+    pending: Option<Request>,
+    requests_issued: u64,
+    round: u32,
+    cycle_count: u32,
+    cycle: Option<Cycle>,
+    /// Re-asks used on the current planner request, and the feedback for the next one.
+    planner_try: u32,
+    /// Cycles spent per node, for the optional exploration bonus.
+    visits: HashMap<NodeId, u32>,
+    final_queue: Vec<i64>,
+    stop_reason: Option<String>,
+    events_applied: u64,
+    /// The cycle that ended last, which the refine / too-hard prompt describes.
+    last_cycle: Option<Cycle>,
+    /// Why the planner is asked to propose, for its prompt.
+    propose_reason: String,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine::new()
+    }
+}
+
+impl Engine {
+    pub fn new() -> Engine {
+        Engine {
+            task: None,
+            config: EngineConfig::default(),
+            wm: WorldModel::new(""),
+            candidates: Vec::new(),
+            phase: Phase::NotStarted,
+            pending: None,
+            requests_issued: 0,
+            round: 0,
+            cycle_count: 0,
+            cycle: None,
+            planner_try: 0,
+            visits: HashMap::new(),
+            final_queue: Vec::new(),
+            stop_reason: None,
+            events_applied: 0,
+            last_cycle: None,
+            propose_reason: String::new(),
+        }
+    }
+
+    /// Rebuilds an engine from a recorded event log.
+    pub fn replay<'a>(events: impl IntoIterator<Item = &'a Event>) -> Result<Engine, EngineError> {
+        let mut engine = Engine::new();
+        for e in events {
+            engine.apply(e)?;
+        }
+        Ok(engine)
+    }
+
+    // --- views ----------------------------------------------------------------------------
+
+    /// What the driver must serve next (`None` before `started`).
+    pub fn pending(&self) -> Option<&Request> {
+        self.pending.as_ref()
+    }
+
+    pub fn world_model(&self) -> &WorldModel {
+        &self.wm
+    }
+
+    pub fn candidates(&self) -> &[Candidate] {
+        &self.candidates
+    }
+
+    pub fn candidate(&self, id: i64) -> Option<&Candidate> {
+        self.candidates.iter().find(|c| c.id == id)
+    }
+
+    pub fn round(&self) -> u32 {
+        self.round
+    }
+
+    pub fn cycle_count(&self) -> u32 {
+        self.cycle_count
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    pub fn task(&self) -> Option<&TaskBrief> {
+        self.task.as_ref()
+    }
+
+    pub fn events_applied(&self) -> u64 {
+        self.events_applied
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.phase == Phase::Finished
+    }
+
+    /// The best passing candidate of the search so far (by search-time speedup).
+    pub fn best(&self) -> Option<&Candidate> {
+        self.candidates
+            .iter()
+            .filter(|c| c.passed())
+            .fold(None, |best: Option<&Candidate>, c| match best {
+                Some(b) if b.speedup() >= c.speedup() => Some(b),
+                _ => Some(c),
+            })
+    }
+
+    /// The node the current cycle works on.
+    pub fn current_node(&self) -> Option<&str> {
+        self.cycle.as_ref().map(|c| c.node_id.as_str())
+    }
+
+    // --- the state machine ------------------------------------------------------------------
+
+    pub fn apply(&mut self, event: &Event) -> Result<(), EngineError> {
+        self.check_answers_pending(event)?;
+        match event {
+            Event::Started { task, config } => self.on_started(task, config)?,
+            Event::PlannerAnswered { text, .. } => self.on_planner(Ok(text))?,
+            Event::CoderAnswered { text, .. } => self.on_coder(Ok(text))?,
+            Event::Evaluated {
+                candidate_id, summary, ..
+            } => self.on_evaluated(*candidate_id, summary)?,
+            Event::RequestFailed { error, fatal, .. } => {
+                if *fatal {
+                    self.stop_reason = Some(error.clone());
+                    if self.phase == Phase::Finalizing {
+                        self.finish_now();
+                    } else {
+                        self.finalize()?;
+                    }
+                } else {
+                    match self.pending.clone() {
+                        Some(Request::Plan { .. }) => self.on_planner(Err(error))?,
+                        Some(Request::Code { .. }) => self.on_coder(Err(error))?,
+                        Some(Request::Evaluate { candidate_id, .. }) => {
+                            let summary = EvalSummary {
+                                status: "harness_error".into(),
+                                reason: Some(error.clone()),
+                                speedup: None,
+                                relative_noise: None,
+                                workloads: vec![],
+                                log_tail: String::new(),
+                                suspicious: None,
+                            };
+                            self.on_evaluated(candidate_id, &summary)?
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        self.events_applied += 1;
+        Ok(())
+    }
+
+    fn check_answers_pending(&self, event: &Event) -> Result<(), EngineError> {
+        let describe = |r: &Option<Request>| match r {
+            Some(r) => format!("{} {}", r.role(), r.id().unwrap_or("-")),
+            None => "none".to_string(),
+        };
+        let ok = match (event, &self.pending) {
+            (Event::Started { .. }, _) => {
+                if self.phase != Phase::NotStarted {
+                    return Err(EngineError::AlreadyStarted);
+                }
+                true
+            }
+            (Event::PlannerAnswered { request_id, .. }, Some(Request::Plan { id, .. })) => request_id == id,
+            (Event::CoderAnswered { request_id, .. }, Some(Request::Code { id, .. })) => request_id == id,
+            (
+                Event::Evaluated {
+                    request_id,
+                    candidate_id,
+                    ..
+                },
+                Some(Request::Evaluate {
+                    id, candidate_id: c, ..
+                }),
+            ) => request_id == id && candidate_id == c,
+            (Event::RequestFailed { request_id, .. }, Some(r)) => r.id() == Some(request_id.as_str()),
+            _ => false,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(EngineError::Unexpected {
+                event: event.kind().to_string(),
+                pending: describe(&self.pending),
+            })
+        }
+    }
+
+    fn next_id(&mut self) -> String {
+        self.requests_issued += 1;
+        format!("r{}", self.requests_issued)
+    }
+
+    fn task_ref(&self) -> Result<&TaskBrief, EngineError> {
+        self.task
+            .as_ref()
+            .ok_or_else(|| EngineError::Internal("no task before `started`".into()))
+    }
+
+    fn on_started(&mut self, task: &TaskBrief, config: &EngineConfig) -> Result<(), EngineError> {
+        self.task = Some(task.clone());
+        self.config = config.clone();
+        self.phase = Phase::Running;
+        match &task.seed {
+            Some(sources) => {
+                let id = self.add_candidate(None, self.wm.tree().root_id().to_string(), sources.clone());
+                self.request_evaluation(id, Purpose::Search);
+            }
+            None => self.request_plan(PlanKind::Init, None)?,
+        }
+        Ok(())
+    }
+
+    fn add_candidate(&mut self, parent: Option<i64>, node_id: String, sources: Vec<Source>) -> i64 {
+        let id = self.candidates.len() as i64 + 1;
+        self.candidates.push(Candidate {
+            id,
+            parent,
+            node_id,
+            round: self.round,
+            cycle: self.cycle_count,
+            sources,
+            result: None,
+            final_result: None,
+        });
+        id
+    }
+
+    fn request_evaluation(&mut self, candidate_id: i64, purpose: Purpose) {
+        let id = self.next_id();
+        let language = self.task.as_ref().map(|t| t.language.clone()).unwrap_or_default();
+        let sources = self
+            .candidate(candidate_id)
+            .map(|c| c.sources.clone())
+            .unwrap_or_default();
+        self.pending = Some(Request::Evaluate {
+            id,
+            candidate_id,
+            purpose,
+            language,
+            sources,
+        });
+    }
+
+    // --- planner ------------------------------------------------------------------------------
+
+    fn request_plan(&mut self, plan: PlanKind, feedback: Option<String>) -> Result<(), EngineError> {
+        if feedback.is_none() {
+            self.planner_try = 0;
+        }
+        let user = render::plan_prompt(self, &plan, feedback.as_deref()).map_err(EngineError::Internal)?;
+        let system = render::planner_system(self).map_err(EngineError::Internal)?;
+        let id = self.next_id();
+        self.pending = Some(Request::Plan {
+            id,
+            plan,
+            messages: vec![Message::system(system), Message::user(user)],
+        });
+        Ok(())
+    }
+
+    /// A planner answer (or the failure to get one).
+    fn on_planner(&mut self, answer: Result<&String, &String>) -> Result<(), EngineError> {
+        let Some(Request::Plan { plan, .. }) = self.pending.clone() else {
+            return Err(EngineError::Internal("planner answer without a plan request".into()));
+        };
+        let outcome = match answer {
+            Ok(text) => self.apply_plan(&plan, text),
+            Err(error) => Err(format!("the request failed: {error}")),
+        };
+        match outcome {
+            Ok(()) => self.after_plan(&plan),
+            Err(feedback) => {
+                self.planner_try += 1;
+                if self.planner_try < self.config.planner_tries {
+                    self.request_plan(plan, Some(feedback))
+                } else {
+                    // Give up on this planner step; the search goes on with the tree as it is.
+                    self.after_plan(&plan)
+                }
+            }
+        }
+    }
+
+    /// Parses and applies a planner answer; `Err` carries the feedback for a re-ask.
+    fn apply_plan(&mut self, plan: &PlanKind, text: &str) -> Result<(), String> {
+        let value = first_json_object(text).map_err(|e| retry_instruction(&e, "one JSON object as described"))?;
+        let mut trial = self.wm.clone();
+        trial.apply_value(&value, self.round).map_err(|errors| {
+            let list: Vec<String> = errors.iter().map(|e| format!("- {e}")).collect();
+            format!(
+                "Your edit script was rejected as a whole (nothing was applied):\n{}\nResend the complete, corrected answer.",
+                list.join("\n")
+            )
+        })?;
+        if *plan == PlanKind::Init && trial.frontier().is_empty() {
+            return Err(
+                "Your answer created no action the coder could implement. Insert three alternative first \
+                        steps under \"root\", each with an `action`."
+                    .to_string(),
+            );
+        }
+        self.wm = trial;
+        Ok(())
+    }
+
+    fn after_plan(&mut self, plan: &PlanKind) -> Result<(), EngineError> {
+        match plan {
+            PlanKind::Init if self.wm.frontier().is_empty() => {
+                self.stop_reason = Some("the planner gave no valid initial plan".into());
+                self.finalize()
+            }
+            PlanKind::Propose => self.start_cycle(false),
+            _ => self.start_cycle(true),
+        }
+    }
+
+    // --- cycles ------------------------------------------------------------------------------
+
+    fn start_cycle(&mut self, may_propose: bool) -> Result<(), EngineError> {
+        if self.round >= self.config.rounds {
+            return self.finalize();
+        }
+        let frontier = self.wm.frontier().len();
+        let best_has_open_child = match self.wm.tree().best_solved() {
+            Some(best) => self
+                .wm
+                .tree()
+                .children(&best.node_id)
+                .iter()
+                .any(|c| c.is_open_action()),
+            None => true,
+        };
+        if may_propose && (frontier < self.config.min_frontier || !best_has_open_child) {
+            let why = if frontier < self.config.min_frontier {
+                format!("only {frontier} open action(s) can be selected now")
+            } else {
+                "the best solved node has no open next step".to_string()
+            };
+            self.propose_reason = why;
+            return self.request_plan(PlanKind::Propose, None);
+        }
+        let exploration = (self.config.exploration > 0.0).then_some(Exploration {
+            c: self.config.exploration,
+            visits: &self.visits,
+        });
+        let Some(node_id) = self.wm.select_action(self.config.difficulty_cap, exploration) else {
+            if may_propose {
+                self.propose_reason = format!("no open action has difficulty <= {}", self.config.difficulty_cap);
+                return self.request_plan(PlanKind::Propose, None);
+            }
+            self.stop_reason = Some("no action is left to try".into());
+            return self.finalize();
+        };
+        self.cycle_count += 1;
+        *self.visits.entry(node_id.clone()).or_insert(0) += 1;
+        let _ = self.wm.set_active_leaf(&node_id);
+        let base = self.base_for(&node_id);
+        self.cycle = Some(Cycle {
+            node_id,
+            base,
+            attempts: Vec::new(),
+            best: None,
+            stale: 0,
+        });
+        self.request_code(CodeKind::Action)
+    }
+
+    /// The code a node's action builds on: the nearest solved ancestor's candidate.
+    fn base_for(&self, node_id: &str) -> Option<i64> {
+        let path = self.wm.tree().path_to(node_id);
+        path.iter()
+            .rev()
+            .skip(1)
+            .find_map(|n| n.solution_ref.as_ref().map(|s| s.candidate_id))
+    }
+
+    fn request_code(&mut self, kind: CodeKind) -> Result<(), EngineError> {
+        let Some(cycle) = self.cycle.clone() else {
+            return Err(EngineError::Internal("code request outside a cycle".into()));
+        };
+        self.round += 1;
+        let user = render::code_prompt(self, kind, &cycle.node_id).map_err(EngineError::Internal)?;
+        let system = render::coder_system(self).map_err(EngineError::Internal)?;
+        let id = self.next_id();
+        let base_candidate = match kind {
+            CodeKind::Action => cycle.base,
+            CodeKind::Debug => cycle.attempts.last().and_then(|a| a.candidate).or(cycle.base),
+            CodeKind::Improve => cycle.best,
+        };
+        self.pending = Some(Request::Code {
+            id,
+            code: kind,
+            node_id: cycle.node_id,
+            base_candidate,
+            messages: vec![Message::system(system), Message::user(user)],
+        });
+        Ok(())
+    }
+
+    fn on_coder(&mut self, answer: Result<&String, &String>) -> Result<(), EngineError> {
+        let Some(Request::Code {
+            code,
+            node_id,
+            base_candidate,
+            ..
+        }) = self.pending.clone()
+        else {
+            return Err(EngineError::Internal("coder answer without a code request".into()));
+        };
+        let default_file = self.task_ref()?.default_file.clone();
+        let files = match answer {
+            Ok(text) => code_files(text, Some(&default_file)).map_err(|e| format!("format_error: {e}")),
+            Err(error) => Err(format!("llm_error: {error}")),
+        };
+        match files {
+            Ok(files) => {
+                let sources = files
+                    .into_iter()
+                    .map(|f| Source {
+                        path: f.path,
+                        content: f.content,
+                    })
+                    .collect();
+                let id = self.add_candidate(base_candidate, node_id, sources);
+                if let Some(cycle) = self.cycle.as_mut() {
+                    cycle.attempts.push(Attempt {
+                        round: self.round,
+                        kind: code,
+                        candidate: Some(id),
+                        failure: None,
+                    });
+                }
+                self.request_evaluation(id, Purpose::Search);
+                Ok(())
+            }
+            Err(failure) => {
+                if let Some(cycle) = self.cycle.as_mut() {
+                    cycle.attempts.push(Attempt {
+                        round: self.round,
+                        kind: code,
+                        candidate: None,
+                        failure: Some(failure),
+                    });
+                    cycle.stale += 1;
+                }
+                self.after_attempt()
+            }
+        }
+    }
+
+    fn on_evaluated(&mut self, candidate_id: i64, summary: &EvalSummary) -> Result<(), EngineError> {
+        let purpose = match &self.pending {
+            Some(Request::Evaluate { purpose, .. }) => *purpose,
+            _ => return Err(EngineError::Internal("evaluation without a request".into())),
+        };
+        let Some(index) = self.candidates.iter().position(|c| c.id == candidate_id) else {
+            return Err(EngineError::Internal(format!("no candidate {candidate_id}")));
+        };
+        if purpose == Purpose::Final {
+            self.candidates[index].final_result = Some(summary.clone());
+            return self.next_final();
+        }
+        self.candidates[index].result = Some(summary.clone());
+        self.update_signals(summary);
+        if self.cycle.is_none() {
+            // The seed: attached to the root when it passes, then the planner starts.
+            if summary.passed() {
+                let root = self.wm.tree().root_id().to_string();
+                let solution = self.solution_ref(candidate_id);
+                self.wm
+                    .attach_solution(&root, solution, 0)
+                    .map_err(|e| EngineError::Internal(e.to_string()))?;
+            }
+            return self.request_plan(PlanKind::Init, None);
+        }
+        let cycle_best = self
+            .cycle
+            .as_ref()
+            .and_then(|c| c.best)
+            .and_then(|b| self.candidate(b))
+            .and_then(|c| c.result.clone());
+        let improved = beats(summary, cycle_best.as_ref());
+        if let Some(cycle) = self.cycle.as_mut() {
+            if improved {
+                cycle.best = Some(candidate_id);
+                cycle.stale = 0;
+            } else {
+                cycle.stale += 1;
+            }
+        }
+        self.after_attempt()
+    }
+
+    fn after_attempt(&mut self) -> Result<(), EngineError> {
+        let Some(cycle) = self.cycle.clone() else {
+            return Err(EngineError::Internal("attempt outside a cycle".into()));
+        };
+        let budget_spent = self.round >= self.config.rounds;
+        if budget_spent || cycle.stale >= self.config.stagnation_window {
+            return self.end_cycle(budget_spent);
+        }
+        self.request_code(if cycle.best.is_some() {
+            CodeKind::Improve
+        } else {
+            CodeKind::Debug
+        })
+    }
+
+    fn end_cycle(&mut self, then_finalize: bool) -> Result<(), EngineError> {
+        let Some(cycle) = self.cycle.take() else {
+            return Err(EngineError::Internal("end of a cycle that did not start".into()));
+        };
+        let next = match cycle.best {
+            Some(best) => {
+                let solution = self.solution_ref(best);
+                self.wm
+                    .attach_solution(&cycle.node_id, solution, self.round)
+                    .map_err(|e| EngineError::Internal(e.to_string()))?;
+                PlanKind::Refine {
+                    node_id: cycle.node_id.clone(),
+                }
+            }
+            None => {
+                let reason = render::last_failure(self, &cycle.attempts);
+                self.wm
+                    .mark_too_hard(&cycle.node_id, reason, self.round)
+                    .map_err(|e| EngineError::Internal(e.to_string()))?;
+                PlanKind::TooHard {
+                    node_id: cycle.node_id.clone(),
+                }
+            }
+        };
+        // The planner's refine/too-hard prompt describes the cycle that just ended.
+        self.last_cycle = Some(cycle);
+        if then_finalize {
+            self.finalize()
+        } else {
+            self.request_plan(next, None)
+        }
+    }
+
+    fn solution_ref(&self, candidate_id: i64) -> SolutionRef {
+        let result = self.candidate(candidate_id).and_then(|c| c.result.as_ref());
+        let latency_ns = result
+            .map(|r| {
+                let medians: Vec<f64> = r
+                    .workloads
+                    .iter()
+                    .filter_map(|w| w.median_ns)
+                    .filter(|m| *m > 0.0)
+                    .collect();
+                if medians.is_empty() {
+                    0.0
+                } else {
+                    (medians.iter().map(|m| m.ln()).sum::<f64>() / medians.len() as f64).exp()
+                }
+            })
+            .unwrap_or(0.0);
+        SolutionRef {
+            candidate_id,
+            speedup: result.and_then(|r| r.speedup).unwrap_or(0.0),
+            latency_ns,
+            round: self.candidate(candidate_id).map(|c| c.round).unwrap_or(self.round),
+        }
+    }
+
+    fn update_signals(&mut self, summary: &EvalSummary) {
+        let best = self.best().map(|c| (c.id, c.speedup()));
+        let geo = |f: fn(&WorkloadSummary) -> Option<f64>| {
+            let v: Vec<f64> = summary.workloads.iter().filter_map(f).filter(|x| *x > 0.0).collect();
+            (!v.is_empty()).then(|| (v.iter().map(|x| x.ln()).sum::<f64>() / v.len() as f64).exp())
+        };
+        let signals = ComputedSignals {
+            last_status: Some(summary.status.clone()),
+            last_latency_ns: geo(|w| w.median_ns),
+            reference_latency_ns: geo(|w| w.reference_median_ns),
+            last_speedup: summary.speedup,
+            best_speedup: best.and_then(|b| b.1),
+            best_candidate_id: best.map(|b| b.0),
+            round: self.round,
+        };
+        let _ = self.wm.set_signals(signals);
+    }
+
+    // --- the end -------------------------------------------------------------------------------
+
+    fn finalize(&mut self) -> Result<(), EngineError> {
+        if let Some(cycle) = self.cycle.take() {
+            // A cycle cut short by the budget still leaves its evidence in the tree.
+            if let Some(best) = cycle.best {
+                let solution = self.solution_ref(best);
+                let _ = self.wm.attach_solution(&cycle.node_id, solution, self.round);
+            }
+            self.last_cycle = Some(cycle);
+        }
+        self.phase = Phase::Finalizing;
+        let mut passing: Vec<&Candidate> = self.candidates.iter().filter(|c| c.passed()).collect();
+        passing.sort_by(|a, b| {
+            b.speedup()
+                .partial_cmp(&a.speedup())
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(a.id.cmp(&b.id))
+        });
+        self.final_queue = passing
+            .iter()
+            .take(self.config.final_top_k)
+            .map(|c| c.id)
+            .rev()
+            .collect();
+        self.next_final()
+    }
+
+    fn next_final(&mut self) -> Result<(), EngineError> {
+        match self.final_queue.pop() {
+            Some(id) => {
+                self.request_evaluation(id, Purpose::Final);
+                Ok(())
+            }
+            None => {
+                self.finish_now();
+                Ok(())
+            }
+        }
+    }
+
+    /// Ranks by the final re-measurement (falling back to the search's numbers when no final
+    /// measurement passed) and ends the run.
+    fn finish_now(&mut self) {
+        let by_final = self
+            .candidates
+            .iter()
+            .filter_map(|c| {
+                c.final_result
+                    .as_ref()
+                    .filter(|r| r.passed())
+                    .and_then(|r| r.speedup)
+                    .map(|s| (c.id, s))
+            })
+            .fold(None, |best: Option<(i64, f64)>, (id, s)| match best {
+                Some((_, bs)) if bs >= s => best,
+                _ => Some((id, s)),
+            });
+        let best = by_final.map(|(id, _)| id).or_else(|| self.best().map(|c| c.id));
+        let reason = self.stop_reason.clone().unwrap_or_else(|| {
+            if self.round >= self.config.rounds {
+                format!("the round budget ({}) is spent", self.config.rounds)
+            } else {
+                "the search ended".to_string()
+            }
+        });
+        self.phase = Phase::Finished;
+        self.pending = Some(Request::Finished {
+            best_candidate: best,
+            reason,
+        });
+    }
+}

@@ -1,0 +1,237 @@
+//! What flows between the engine and its driver: events in, requests out. Both are serialised
+//! into the run store, so their field names are a file format: add fields with defaults, never
+//! rename.
+
+use ksearch_llm::Message;
+use serde::{Deserialize, Serialize};
+
+/// A source file of a candidate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Source {
+    pub path: String,
+    pub content: String,
+}
+
+/// What the engine needs to know about the task, fixed for the whole run and recorded in the
+/// `started` event so a replay sees exactly what the original run saw.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskBrief {
+    pub name: String,
+    /// The task for the planner and coder: description, inputs and outputs, reference, workloads.
+    pub text: String,
+    /// Language of candidates (`c`, `cuda`, ...).
+    pub language: String,
+    /// The calling convention a kernel must follow, in words.
+    pub convention: String,
+    /// The file name a single unnamed code block is given.
+    pub default_file: String,
+    /// The target device's slice of the knowledge base (may be empty).
+    pub target: String,
+    /// The naive starting kernel, evaluated first and attached to the root.
+    pub seed: Option<Vec<Source>>,
+}
+
+/// Knobs of the method (METHOD.md gives the published defaults).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EngineConfig {
+    /// Coder rounds (one code answer + one evaluation each) before the run stops.
+    pub rounds: u32,
+    /// Actions harder than this are not selected.
+    pub difficulty_cap: u8,
+    /// A cycle ends after this many consecutive rounds without beating the cycle's best.
+    pub stagnation_window: u32,
+    /// The planner is asked to propose when the frontier has fewer actions than this.
+    pub min_frontier: usize,
+    /// How often a planner answer that fails validation is re-asked.
+    pub planner_tries: u32,
+    /// UCB exploration weight; 0 (off) reproduces the paper.
+    pub exploration: f64,
+    /// Passing candidates re-measured at the end, best first.
+    pub final_top_k: usize,
+    /// Caps of the world model's compact rendering in prompts.
+    pub wm_max_nodes: usize,
+    pub wm_max_chars: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            rounds: 20,
+            difficulty_cap: 4,
+            stagnation_window: 5,
+            min_frontier: 3,
+            planner_tries: 3,
+            exploration: 0.0,
+            final_top_k: 3,
+            wm_max_nodes: 60,
+            wm_max_chars: 6000,
+        }
+    }
+}
+
+/// Per-workload figures of an evaluation, as the planner sees them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadSummary {
+    pub uuid: String,
+    pub status: String,
+    pub speedup: Option<f64>,
+    pub median_ns: Option<f64>,
+    pub iqr_ns: Option<f64>,
+    pub reference_median_ns: Option<f64>,
+}
+
+/// The part of an evaluation the search reasons with (the full record is in the store).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalSummary {
+    pub status: String,
+    pub reason: Option<String>,
+    /// Geometric mean over workloads of reference median / candidate median.
+    pub speedup: Option<f64>,
+    /// The largest IQR / median of the candidate over workloads: the run-to-run noise.
+    pub relative_noise: Option<f64>,
+    #[serde(default)]
+    pub workloads: Vec<WorkloadSummary>,
+    /// The last lines of the evaluation's log (compiler or runtime messages), bounded.
+    #[serde(default)]
+    pub log_tail: String,
+    /// Set when the timing looks physically impossible; such a result never becomes the best.
+    #[serde(default)]
+    pub suspicious: Option<String>,
+}
+
+impl EvalSummary {
+    pub fn passed(&self) -> bool {
+        self.status == "passed" && self.speedup.is_some() && self.suspicious.is_none()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Purpose {
+    /// During the search.
+    Search,
+    /// The final re-measurement of the top candidates.
+    Final,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PlanKind {
+    Init,
+    Propose,
+    Refine { node_id: String },
+    TooHard { node_id: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CodeKind {
+    /// Implement the selected action.
+    Action,
+    /// Fix the last failing attempt of the cycle.
+    Debug,
+    /// Improve the cycle's best passing candidate.
+    Improve,
+}
+
+impl CodeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CodeKind::Action => "action",
+            CodeKind::Debug => "debug",
+            CodeKind::Improve => "improve",
+        }
+    }
+}
+
+/// What the engine asks for next.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "request", rename_all = "snake_case")]
+pub enum Request {
+    Plan {
+        id: String,
+        plan: PlanKind,
+        messages: Vec<Message>,
+    },
+    Code {
+        id: String,
+        code: CodeKind,
+        node_id: String,
+        base_candidate: Option<i64>,
+        messages: Vec<Message>,
+    },
+    Evaluate {
+        id: String,
+        candidate_id: i64,
+        purpose: Purpose,
+        language: String,
+        sources: Vec<Source>,
+    },
+    /// The run is over; nothing to serve.
+    Finished {
+        best_candidate: Option<i64>,
+        reason: String,
+    },
+}
+
+impl Request {
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            Request::Plan { id, .. } | Request::Code { id, .. } | Request::Evaluate { id, .. } => Some(id),
+            Request::Finished { .. } => None,
+        }
+    }
+
+    /// `planner`, `coder`, `evaluator`, or `none`.
+    pub fn role(&self) -> &'static str {
+        match self {
+            Request::Plan { .. } => "planner",
+            Request::Code { .. } => "coder",
+            Request::Evaluate { .. } => "evaluator",
+            Request::Finished { .. } => "none",
+        }
+    }
+}
+
+/// What happened: the only input of the engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    Started {
+        task: TaskBrief,
+        config: EngineConfig,
+    },
+    PlannerAnswered {
+        request_id: String,
+        text: String,
+    },
+    CoderAnswered {
+        request_id: String,
+        text: String,
+    },
+    Evaluated {
+        request_id: String,
+        candidate_id: i64,
+        summary: EvalSummary,
+    },
+    /// The request could not be served. `fatal` (an exhausted budget, a broken evaluator) ends
+    /// the search: the engine goes straight to the final re-measurement.
+    RequestFailed {
+        request_id: String,
+        error: String,
+        fatal: bool,
+    },
+}
+
+impl Event {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::Started { .. } => "started",
+            Event::PlannerAnswered { .. } => "planner_answered",
+            Event::CoderAnswered { .. } => "coder_answered",
+            Event::Evaluated { .. } => "evaluated",
+            Event::RequestFailed { .. } => "request_failed",
+        }
+    }
+}
