@@ -110,7 +110,7 @@ fn bad_input(message: &str) -> anyhow::Result<u8> {
     Ok(EXIT_BAD_INPUT)
 }
 
-fn fresh_seed() -> u64 {
+pub(crate) fn fresh_seed() -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())

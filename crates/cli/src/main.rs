@@ -1,8 +1,14 @@
 //! `ksearch`: finds fast kernels. This binary wires the layers together and talks to the user;
 //! the work happens in the `ksearch-spec` and `ksearch-eval` crates.
 
+mod brains;
+mod brief;
+mod driver;
 mod eval_cmd;
 mod format;
+mod run_cmd;
+mod show_cmd;
+mod summary;
 mod tasks_cmd;
 
 use clap::{Parser, Subcommand};
@@ -29,6 +35,12 @@ enum Command {
     },
     /// Evaluate one solution: compile, check against the reference, time against it.
     Eval(eval_cmd::EvalArgs),
+    /// Search for a fast kernel; prints the run directory.
+    Run(run_cmd::RunArgs),
+    /// Continue a run that was stopped or crashed.
+    Resume(run_cmd::ResumeArgs),
+    /// Show a run: the world-model tree, the best candidate, the budget used.
+    Show(show_cmd::ShowArgs),
 }
 
 /// Exit codes of the command-line contract.
@@ -40,6 +52,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Tasks { json } => tasks_cmd::run(json),
         Command::Eval(args) => eval_cmd::run(&args),
+        Command::Run(args) => run_cmd::run(&args),
+        Command::Resume(args) => run_cmd::resume(&args),
+        Command::Show(args) => show_cmd::run(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

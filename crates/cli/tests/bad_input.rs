@@ -192,7 +192,8 @@ fn a_json_error_in_a_workload_line_gives_that_line_and_its_column() {
     let r = eval_task_dir(task.path());
     assert_eq!(r.code, 2);
     assert!(
-        r.stderr.contains("workloads.jsonl: line 2: invalid JSON at column 31: expected `,` or `}`"),
+        r.stderr
+            .contains("workloads.jsonl: line 2: invalid JSON at column 31: expected `,` or `}`"),
         "{}",
         r.stderr
     );

@@ -98,7 +98,8 @@ impl Solution {
         Ok(sol)
     }
 
-    fn validate(&self, file: &str, task: &Task) -> Result<(), SpecError> {
+    /// Checks the solution against `task`; `file` names it in errors.
+    pub fn validate(&self, file: &str, task: &Task) -> Result<(), SpecError> {
         let mut p = Problems::new(file);
         if self.definition != task.definition.name {
             p.push(

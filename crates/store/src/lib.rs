@@ -323,24 +323,17 @@ impl RunStore {
 
     // --- candidates and evaluations -----------------------------------------------------
 
-    pub fn add_candidate(&self, c: &CandidateRow) -> Result<i64, StoreError> {
+    /// Records a candidate under the id the engine gave it; recording it again (a resumed run
+    /// serving the same request) keeps the first record.
+    pub fn add_candidate(&self, c: &CandidateRow) -> Result<(), StoreError> {
         self.conn
             .execute(
-                "INSERT INTO candidates(parent_id, node_id, round, cycle, origin, language, sources, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![
-                    c.parent_id,
-                    c.node_id,
-                    c.round,
-                    c.cycle,
-                    c.origin,
-                    c.language,
-                    c.sources.to_string(),
-                    now()
-                ],
+                "INSERT OR IGNORE INTO candidates(id, parent_id, node_id, round, cycle, origin, language, sources, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![c.id, c.parent_id, c.node_id, c.round, c.cycle, c.origin, c.language, c.sources.to_string(), now()],
             )
-            .map_err(|e| self.err(e))?;
-        Ok(self.conn.last_insert_rowid())
+            .map(|_| ())
+            .map_err(|e| self.err(e))
     }
 
     pub fn candidates(&self) -> Result<Vec<CandidateRow>, StoreError> {
@@ -354,7 +347,7 @@ impl RunStore {
         let mut out = Vec::new();
         for row in rows {
             let (mut c, sources) = row.map_err(|e| self.err(e))?;
-            let id = c.id.unwrap_or_default().to_string();
+            let id = c.id.to_string();
             c.sources = serde_json::from_str(&sources).map_err(|e| self.corrupt("candidates", &id, e))?;
             out.push(c);
         }

@@ -105,7 +105,8 @@ pub(crate) fn exchange_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Excha
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CandidateRow {
-    pub id: Option<i64>,
+    /// The engine's id of the candidate.
+    pub id: i64,
     /// The candidate this one was derived from.
     pub parent_id: Option<i64>,
     /// The world-model node it implements.
@@ -124,7 +125,7 @@ type CandidateParts = (CandidateRow, String);
 pub(crate) fn candidate_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CandidateParts> {
     Ok((
         CandidateRow {
-            id: Some(r.get(0)?),
+            id: r.get(0)?,
             parent_id: r.get(1)?,
             node_id: r.get(2)?,
             round: r.get(3)?,

@@ -12,18 +12,18 @@ fn create_write_reopen_read() {
         assert_eq!(s.append_event("started", &json!({"seed": 3})).unwrap(), 1);
         assert_eq!(s.append_event("planner_answered", &json!({"text": "..."})).unwrap(), 2);
         s.put_request("r1", "planner", &json!({"prompt": "p"})).unwrap();
-        let c = s
-            .add_candidate(&CandidateRow {
-                id: None,
-                parent_id: None,
-                node_id: Some("root".into()),
-                round: 0,
-                cycle: 0,
-                origin: "seed".into(),
-                language: "c".into(),
-                sources: json!([{"path": "k.c", "content": "void f(){}"}]),
-            })
-            .unwrap();
+        let c = 1;
+        s.add_candidate(&CandidateRow {
+            id: 1,
+            parent_id: None,
+            node_id: Some("root".into()),
+            round: 0,
+            cycle: 0,
+            origin: "seed".into(),
+            language: "c".into(),
+            sources: json!([{"path": "k.c", "content": "void f(){}"}]),
+        })
+        .unwrap();
         s.add_evaluation(&EvaluationRow {
             id: None,
             candidate_id: c,

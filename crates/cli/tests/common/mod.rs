@@ -31,8 +31,14 @@ pub fn ksearch(args: &[&str]) -> Run {
 }
 
 pub fn ksearch_env(args: &[&str], env: &[(&str, &str)]) -> Run {
+    ksearch_in(Path::new("."), args, env)
+}
+
+/// Runs ksearch with `dir` as its working directory (where it looks for ksearch.toml).
+pub fn ksearch_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
     let start = Instant::now();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ksearch"));
+    cmd.current_dir(dir);
     cmd.args(args);
     for (k, v) in env {
         cmd.env(k, v);

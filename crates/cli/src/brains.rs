@@ -1,0 +1,157 @@
+//! The planner and coder: LLM clients built from `--llm` or ksearch.toml, or answers replayed
+//! from a recorded run. What was chosen is stored in the run's metadata, so `resume` rebuilds
+//! the same brains and `replay` computes the same request keys.
+
+use anyhow::{bail, Context};
+use ksearch_llm::budget::{Budget, BudgetLimits};
+use ksearch_llm::cache::{MemoryCache, ReplayModel, ResponseCache};
+use ksearch_llm::prices::PriceTable;
+use ksearch_llm::{ChatModel, ChatResponse, LlmClient, LlmConfig, ProviderConfig};
+use ksearch_store::RunStore;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// What serves the two roles; stored in the run's metadata under `brain`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum BrainSpec {
+    Llm {
+        planner: ProviderConfig,
+        coder: ProviderConfig,
+        budget: BudgetLimits,
+    },
+    Replay {
+        from: PathBuf,
+        planner: ProviderConfig,
+        coder: ProviderConfig,
+    },
+}
+
+pub(crate) struct Brains {
+    pub planner: LlmClient,
+    pub coder: LlmClient,
+}
+
+impl BrainSpec {
+    /// From the command line: `--llm` for both roles, or per role; ksearch.toml fills the rest.
+    pub(crate) fn from_args(
+        config: &LlmConfig,
+        llm: Option<&str>,
+        planner: Option<&str>,
+        coder: Option<&str>,
+        replay: Option<&PathBuf>,
+    ) -> anyhow::Result<BrainSpec> {
+        if let Some(dir) = replay {
+            let store = RunStore::open(dir).with_context(|| format!("--brain replay:{}", dir.display()))?;
+            let meta = store
+                .meta("brain")?
+                .context("the run to replay has no recorded brain")?;
+            let spec: BrainSpec = serde_json::from_value(meta).context("the recorded brain is unreadable")?;
+            let (planner, coder) = match spec {
+                BrainSpec::Llm { planner, coder, .. } | BrainSpec::Replay { planner, coder, .. } => (planner, coder),
+            };
+            return Ok(BrainSpec::Replay {
+                from: dir.clone(),
+                planner,
+                coder,
+            });
+        }
+        let pick =
+            |role_flag: Option<&str>, role_config: &Option<String>, role: &str| -> anyhow::Result<ProviderConfig> {
+                let spec = role_flag.or(llm).or(role_config.as_deref());
+                let Some(spec) = spec else {
+                    bail!(
+                    "no LLM for the {role}: pass --llm PROVIDER:MODEL (e.g. --llm anthropic:claude-sonnet-4-5 with \
+                     ANTHROPIC_API_KEY set, or --llm ollama:qwen2.5-coder for a local server), or set [roles] {role} \
+                     in ksearch.toml"
+                )
+                };
+                Ok(config.resolve(spec)?)
+            };
+        Ok(BrainSpec::Llm {
+            planner: pick(planner, &config.roles.planner, "planner")?,
+            coder: pick(coder, &config.roles.coder, "coder")?,
+            budget: config.budget,
+        })
+    }
+
+    /// Builds the clients. `store` is the run's own store: its recorded exchanges count against
+    /// the budget, so a resumed run keeps its limits.
+    pub(crate) fn build(&self, config: &LlmConfig, store: &RunStore) -> anyhow::Result<Brains> {
+        let prices = Arc::new(PriceTable::new(&config.prices));
+        let mut budget = Budget::new(match self {
+            BrainSpec::Llm { budget, .. } => *budget,
+            BrainSpec::Replay { .. } => BudgetLimits::default(),
+        });
+        for x in store.exchanges()? {
+            if x.answer.is_some() && !x.from_cache {
+                let usage = ksearch_llm::Usage {
+                    input_tokens: x.input_tokens,
+                    output_tokens: x.output_tokens,
+                    cached_input_tokens: x.cached_input_tokens,
+                    reasoning_tokens: x.reasoning_tokens,
+                };
+                budget.record(&usage, x.cost_dollars);
+            }
+        }
+        let budget = Arc::new(Mutex::new(budget));
+        match self {
+            BrainSpec::Llm { planner, coder, .. } => {
+                let model = |c: &ProviderConfig| -> anyhow::Result<Arc<dyn ChatModel>> {
+                    Ok(Arc::from(ksearch_llm::providers::build(c)?))
+                };
+                Ok(Brains {
+                    planner: LlmClient::new(
+                        "planner",
+                        planner.clone(),
+                        model(planner)?,
+                        prices.clone(),
+                        budget.clone(),
+                        None,
+                    ),
+                    coder: LlmClient::new("coder", coder.clone(), model(coder)?, prices, budget, None),
+                })
+            }
+            BrainSpec::Replay { from, planner, coder } => {
+                let recorded = RunStore::open(from)?;
+                let cache = Arc::new(MemoryCache::default());
+                for x in recorded.exchanges()? {
+                    if let Some(answer) = x.answer {
+                        if let Ok(response) = serde_json::from_value::<ChatResponse>(answer) {
+                            cache.put(&x.key, &response);
+                        }
+                    }
+                }
+                let answers: Arc<dyn ResponseCache> = cache;
+                let replay = |role: &str, c: &ProviderConfig| -> Arc<dyn ChatModel> {
+                    Arc::new(ReplayModel::new(role, c.kind, &c.model, answers.clone()))
+                };
+                Ok(Brains {
+                    planner: LlmClient::new(
+                        "planner",
+                        planner.clone(),
+                        replay("planner", planner),
+                        prices.clone(),
+                        budget.clone(),
+                        None,
+                    ),
+                    coder: LlmClient::new("coder", coder.clone(), replay("coder", coder), prices, budget, None),
+                })
+            }
+        }
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            BrainSpec::Llm { planner, coder, .. } if planner == coder => format!("{}:{}", planner.name, planner.model),
+            BrainSpec::Llm { planner, coder, .. } => {
+                format!(
+                    "planner {}:{}, coder {}:{}",
+                    planner.name, planner.model, coder.name, coder.model
+                )
+            }
+            BrainSpec::Replay { from, .. } => format!("replay of {}", from.display()),
+        }
+    }
+}

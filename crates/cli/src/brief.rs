@@ -1,0 +1,139 @@
+//! What the search is told about a task: its text, the calling convention, the seed.
+
+use ksearch_search::engine::{Source, TaskBrief};
+use ksearch_spec::{DType, Task};
+
+/// The C type of an element of `dtype`, as the `c` backend passes it.
+fn c_type(dtype: DType) -> &'static str {
+    match dtype {
+        DType::Float64 => "double",
+        DType::Float32 => "float",
+        DType::Float16 | DType::Bfloat16 => "uint16_t",
+        DType::Int64 => "int64_t",
+        DType::Int32 => "int32_t",
+        DType::Int16 => "int16_t",
+        DType::Int8 => "int8_t",
+        DType::Uint8 | DType::Float8E4m3 | DType::Float8E5m2 | DType::Float4E2m1 => "uint8_t",
+        DType::Bool => "bool",
+    }
+}
+
+/// The entry point's C signature under the `c` backend's convention (docs/protocol.md).
+pub(crate) fn c_signature(task: &Task) -> String {
+    let def = &task.definition;
+    let mut params = Vec::new();
+    for (name, spec) in &def.inputs {
+        if spec.is_scalar() {
+            params.push(format!("{} {name}", c_type(spec.dtype)));
+        } else {
+            params.push(format!("const {} *{name}", c_type(spec.dtype)));
+        }
+    }
+    for (name, spec) in &def.outputs {
+        params.push(format!("{} *{name}", c_type(spec.dtype)));
+    }
+    for axis in def.var_axes() {
+        params.push(format!("int64_t {axis}"));
+    }
+    let entry = task.config.kernel.entry.as_deref().unwrap_or("kernel");
+    format!("void {entry}({})", params.join(", "))
+}
+
+pub(crate) fn task_brief(task: &Task, target: String) -> TaskBrief {
+    let def = &task.definition;
+    let mut text = String::new();
+    if let Some(d) = &def.description {
+        text.push_str(d.trim());
+        text.push_str("\n\n");
+    }
+    let shape = |dims: &[String]| {
+        if dims.is_empty() {
+            "scalar".to_string()
+        } else {
+            format!("[{}]", dims.join(", "))
+        }
+    };
+    text.push_str("Inputs:\n");
+    for (name, spec) in &def.inputs {
+        text.push_str(&format!("- {name}: {} {}\n", spec.dtype, shape(spec.dims())));
+    }
+    text.push_str("Outputs:\n");
+    for (name, spec) in &def.outputs {
+        text.push_str(&format!("- {name}: {} {}\n", spec.dtype, shape(spec.dims())));
+    }
+    let axes: Vec<String> = def
+        .axes
+        .iter()
+        .map(|(n, a)| match a {
+            ksearch_spec::Axis::Const { value, .. } => format!("{n} = {value}"),
+            ksearch_spec::Axis::Var { .. } => format!("{n} (varies)"),
+        })
+        .collect();
+    text.push_str(&format!("Axes: {}\n", axes.join(", ")));
+    if !def.constraints.is_empty() {
+        text.push_str(&format!("Constraints: {}\n", def.constraints.join("; ")));
+    }
+    let workloads: Vec<String> = task
+        .workloads
+        .iter()
+        .map(|w| format!("{} ({})", w.uuid, axes_label(w)))
+        .collect();
+    text.push_str(&format!(
+        "Workloads (all must pass; speed is the geometric mean over them): {}\n",
+        workloads.join(", ")
+    ));
+    text.push_str(&format!(
+        "\nReference ({}):\n```python\n{}\n```",
+        def.op_type,
+        def.reference.trim_end()
+    ));
+    let signature = c_signature(task);
+    let convention = format!(
+        "{signature}\nInputs come first in definition order (arrays as pointers to contiguous row-major data, \
+         scalars by value), then the outputs, then every varying axis as int64_t. Write every output element; \
+         do not modify the inputs. Compiled as C11 with -O3 -march=native{}.",
+        if task.config.kernel.openmp { " -fopenmp" } else { "" }
+    );
+    let default_file = task
+        .seed
+        .as_ref()
+        .map(|s| s.path.clone())
+        .unwrap_or_else(|| "kernel.c".to_string());
+    TaskBrief {
+        name: def.name.clone(),
+        text,
+        language: task.config.kernel.language.clone(),
+        convention,
+        default_file,
+        target,
+        seed: task.seed.as_ref().map(|s| {
+            vec![Source {
+                path: s.path.clone(),
+                content: s.content.clone(),
+            }]
+        }),
+    }
+}
+
+fn axes_label(w: &ksearch_spec::Workload) -> String {
+    w.axes
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signature_of_a_builtin_task() {
+        let task = Task::load_builtin("rmsnorm").unwrap();
+        let sig = c_signature(&task);
+        assert!(
+            sig.starts_with("void rmsnorm(const float *x, const float *weight, float *y, int64_t "),
+            "{sig}"
+        );
+    }
+}

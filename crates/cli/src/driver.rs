@@ -1,0 +1,318 @@
+//! Serves the engine's requests: LLM calls for the planner and coder, evaluations for
+//! candidates. Every answer is recorded in the store and its event appended *before* the engine
+//! sees it, so a crash at any point loses at most the request in flight, which `resume` serves
+//! again.
+
+use crate::brains::Brains;
+use crate::summary::summarize;
+use anyhow::Context;
+use ksearch_eval::{evaluate, EvalError, EvalOptions};
+use ksearch_llm::{ChatRequest, LlmClient, LlmError};
+use ksearch_search::engine::{Engine, EvalSummary, Event, Purpose, Request, Source};
+use ksearch_spec::{BuildSpec, Solution, SourceFile, Task};
+use ksearch_store::{CandidateRow, EvaluationRow, ExchangeRow, RunStore};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+pub(crate) struct Driver<'a> {
+    pub store: &'a RunStore,
+    pub engine: Engine,
+    pub brains: Brains,
+    pub task: &'a Task,
+    pub run_seed: u64,
+    pub eval_template: EvalOptions,
+    pub quiet: bool,
+    /// Set by Ctrl-C: stop after the step in flight.
+    pub stop: Arc<AtomicBool>,
+}
+
+/// Why the loop returned.
+pub(crate) enum Stopped {
+    Finished { best: Option<i64>, reason: String },
+    Interrupted,
+}
+
+impl Driver<'_> {
+    pub(crate) fn run(&mut self, rt: &tokio::runtime::Runtime) -> anyhow::Result<Stopped> {
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                return Ok(Stopped::Interrupted);
+            }
+            let Some(request) = self.engine.pending().cloned() else {
+                anyhow::bail!("the engine has nothing to do: the run's event log does not start with `started`");
+            };
+            let event = match request {
+                Request::Finished { best_candidate, reason } => {
+                    return Ok(Stopped::Finished {
+                        best: best_candidate,
+                        reason,
+                    });
+                }
+                Request::Plan { id, plan, messages } => {
+                    self.say(&format!("planner: {} ...", plan_label(&plan)));
+                    let client = &self.brains.planner;
+                    match rt.block_on(ask(client, self.store, &id, messages))? {
+                        Ok(text) => Event::PlannerAnswered { request_id: id, text },
+                        Err((error, fatal)) => Event::RequestFailed {
+                            request_id: id,
+                            error,
+                            fatal,
+                        },
+                    }
+                }
+                Request::Code {
+                    id,
+                    code,
+                    node_id,
+                    messages,
+                    ..
+                } => {
+                    self.say(&format!(
+                        "coder: {} for {node_id} (round {}) ...",
+                        code.as_str(),
+                        self.engine.round()
+                    ));
+                    let client = &self.brains.coder;
+                    match rt.block_on(ask(client, self.store, &id, messages))? {
+                        Ok(text) => Event::CoderAnswered { request_id: id, text },
+                        Err((error, fatal)) => Event::RequestFailed {
+                            request_id: id,
+                            error,
+                            fatal,
+                        },
+                    }
+                }
+                Request::Evaluate {
+                    id,
+                    candidate_id,
+                    purpose,
+                    language,
+                    sources,
+                } => match self.evaluate(candidate_id, purpose, &language, &sources)? {
+                    Ok(summary) => Event::Evaluated {
+                        request_id: id,
+                        candidate_id,
+                        summary,
+                    },
+                    Err(error) => Event::RequestFailed {
+                        request_id: id,
+                        error,
+                        fatal: true,
+                    },
+                },
+            };
+            let body = serde_json::to_value(&event).context("cannot encode an event")?;
+            self.store.append_event(event.kind(), &body)?;
+            self.engine.apply(&event).context("the engine refused its own event")?;
+            self.report(&event);
+        }
+    }
+
+    fn say(&self, line: &str) {
+        if !self.quiet {
+            eprintln!("  {line}");
+        }
+    }
+
+    fn report(&self, event: &Event) {
+        if let Event::Evaluated {
+            candidate_id, summary, ..
+        } = event
+        {
+            let c = self.engine.candidate(*candidate_id);
+            let best = self
+                .engine
+                .best()
+                .map(|b| format!("best {:.2}x (candidate {})", b.speedup().unwrap_or(0.0), b.id))
+                .unwrap_or_else(|| "no passing candidate yet".into());
+            let round = c.map(|c| c.round).unwrap_or(0);
+            let node = c.map(|c| c.node_id.as_str()).unwrap_or("-");
+            if !self.quiet {
+                eprintln!(
+                    "round {round:>3}  node {node:<6} candidate {candidate_id:<4} {:<60}  {best}",
+                    ksearch_search::engine::verdict(summary)
+                        .chars()
+                        .take(60)
+                        .collect::<String>()
+                );
+            }
+        }
+    }
+
+    /// Evaluates one candidate. `Err` only when the evaluator itself cannot run (fatal).
+    fn evaluate(
+        &self,
+        candidate_id: i64,
+        purpose: Purpose,
+        language: &str,
+        sources: &[Source],
+    ) -> anyhow::Result<Result<EvalSummary, String>> {
+        let c = self.engine.candidate(candidate_id);
+        self.store.add_candidate(&CandidateRow {
+            id: candidate_id,
+            parent_id: c.and_then(|c| c.parent),
+            node_id: c.map(|c| c.node_id.clone()),
+            round: c.map(|c| c.round).unwrap_or(0),
+            cycle: c.map(|c| c.cycle).unwrap_or(0),
+            origin: if c.is_some_and(|c| c.cycle == 0 && c.round == 0) {
+                "seed"
+            } else {
+                "coder"
+            }
+            .to_string(),
+            language: language.to_string(),
+            sources: serde_json::to_value(sources).unwrap_or_default(),
+        })?;
+        let solution = match self.solution(candidate_id, language, sources) {
+            Ok(s) => s,
+            Err(reason) => {
+                let summary = EvalSummary {
+                    status: "rejected".into(),
+                    reason: Some(reason),
+                    speedup: None,
+                    relative_noise: None,
+                    workloads: vec![],
+                    log_tail: String::new(),
+                    suspicious: None,
+                };
+                return Ok(Ok(summary));
+            }
+        };
+        let mut opts = self.eval_template.clone();
+        // Every evaluation draws its own inputs, reproducibly from the run's seed.
+        opts.seed = self
+            .run_seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add((candidate_id as u64) << 1 | (purpose == Purpose::Final) as u64);
+        opts.fail_fast = purpose == Purpose::Search;
+        let notify = |m: &str| eprintln!("ksearch: {m}");
+        let evaluation = match evaluate(self.task, &solution, &opts, &notify) {
+            Ok(e) => e,
+            Err(EvalError::Task(p)) => return Ok(Err(format!("the task is unusable: {p}"))),
+            Err(e) => return Ok(Err(format!("the evaluator cannot run: {e}"))),
+        };
+        let summary = summarize(&evaluation);
+        self.store.add_evaluation(&EvaluationRow {
+            id: None,
+            candidate_id,
+            purpose: match purpose {
+                Purpose::Search => "search",
+                Purpose::Final => "final",
+            }
+            .into(),
+            status: summary.status.clone(),
+            speedup: summary.speedup,
+            record: serde_json::to_value(&evaluation).unwrap_or_default(),
+        })?;
+        Ok(Ok(summary))
+    }
+
+    /// The candidate as a solution of the task; `Err` says why it cannot be one.
+    fn solution(&self, candidate_id: i64, language: &str, sources: &[Source]) -> Result<Solution, String> {
+        let entry = self.task.config.kernel.entry.clone().unwrap_or_else(|| "kernel".into());
+        let default = self.engine.task().map(|t| t.default_file.clone()).unwrap_or_default();
+        let entry_file = sources
+            .iter()
+            .find(|s| s.path == default)
+            .or_else(|| {
+                sources
+                    .iter()
+                    .find(|s| s.path.ends_with(".c") || s.path.ends_with(".cu"))
+            })
+            .or(sources.first())
+            .map(|s| s.path.clone())
+            .unwrap_or(default);
+        let solution = Solution {
+            name: format!("candidate-{candidate_id}"),
+            definition: self.task.definition.name.clone(),
+            author: Some("ksearch".into()),
+            spec: BuildSpec {
+                language: language.to_string(),
+                target_hardware: vec![],
+                entry_point: format!("{entry_file}::{entry}"),
+                dependencies: vec![],
+                destination_passing_style: true,
+            },
+            sources: sources
+                .iter()
+                .map(|s| SourceFile {
+                    path: s.path.clone(),
+                    content: s.content.clone(),
+                })
+                .collect(),
+            description: None,
+        };
+        solution
+            .validate(&format!("candidate {candidate_id}"), self.task)
+            .map_err(|e| e.to_string())?;
+        Ok(solution)
+    }
+}
+
+fn plan_label(plan: &ksearch_search::engine::PlanKind) -> String {
+    use ksearch_search::engine::PlanKind;
+    match plan {
+        PlanKind::Init => "initial plan".into(),
+        PlanKind::Propose => "propose actions".into(),
+        PlanKind::Refine { node_id } => format!("refine after {node_id}"),
+        PlanKind::TooHard { node_id } => format!("{node_id} was too hard"),
+    }
+}
+
+/// One LLM call, recorded in the store whatever happens. `Ok(Err((message, fatal)))` when the
+/// call failed: fatal for what retrying cannot fix (keys, models, budgets, replay gaps).
+async fn ask(
+    client: &LlmClient,
+    store: &RunStore,
+    request_id: &str,
+    messages: Vec<ksearch_llm::Message>,
+) -> anyhow::Result<Result<String, (String, bool)>> {
+    let request = ChatRequest {
+        messages,
+        ..Default::default()
+    };
+    let key = client.key(&request);
+    let prompt = serde_json::to_value(&request.messages).unwrap_or_default();
+    let config = client.config();
+    let result = client.complete(&request).await;
+    let mut row = ExchangeRow {
+        request_id: Some(request_id.to_string()),
+        role: client.role().to_string(),
+        provider: config.name.clone(),
+        model: config.model.clone(),
+        key,
+        prompt,
+        ..Default::default()
+    };
+    let outcome = match result {
+        Ok(c) => {
+            row.answer = serde_json::to_value(&c.response).ok();
+            row.finish_reason = Some(format!("{:?}", c.response.finish_reason).to_lowercase());
+            row.input_tokens = c.response.usage.input_tokens;
+            row.output_tokens = c.response.usage.output_tokens;
+            row.cached_input_tokens = c.response.usage.cached_input_tokens;
+            row.reasoning_tokens = c.response.usage.reasoning_tokens;
+            row.cost_dollars = c.cost_dollars;
+            row.latency_s = c.response.latency.as_secs_f64();
+            row.attempts = c.response.attempts;
+            row.from_cache = c.from_cache;
+            Ok(c.response.text)
+        }
+        Err(e) => {
+            row.error = Some(e.to_string());
+            // What retrying cannot fix ends the run; a bad or odd answer is just a failed try.
+            let fatal = matches!(
+                e,
+                LlmError::Budget(_)
+                    | LlmError::Auth { .. }
+                    | LlmError::NotFound { .. }
+                    | LlmError::MissingKey { .. }
+                    | LlmError::Config(_)
+                    | LlmError::NoRecordedAnswer { .. }
+            );
+            Err((e.to_string(), fatal))
+        }
+    };
+    store.record_exchange(&row)?;
+    Ok(outcome)
+}

@@ -1,0 +1,283 @@
+//! `ksearch run` and `ksearch resume`.
+
+use crate::brains::BrainSpec;
+use crate::brief::task_brief;
+use crate::driver::{Driver, Stopped};
+use anyhow::{bail, Context};
+use ksearch_eval::EvalOptions;
+use ksearch_llm::LlmConfig;
+use ksearch_search::engine::{Engine, EngineConfig, Event};
+use ksearch_spec::Task;
+use ksearch_store::RunStore;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(clap::Args)]
+pub(crate) struct RunArgs {
+    /// A built-in task name (see `ksearch tasks`) or a task folder.
+    task: String,
+    /// The model for both roles, as PROVIDER:MODEL (e.g. openai:gpt-5, anthropic:claude-sonnet-4-5,
+    /// ollama:qwen2.5-coder); providers and keys are configured in ksearch.toml.
+    #[arg(long, value_name = "PROVIDER:MODEL")]
+    llm: Option<String>,
+    /// The planner's model, if it differs from --llm.
+    #[arg(long, value_name = "PROVIDER:MODEL")]
+    planner_llm: Option<String>,
+    /// The coder's model, if it differs from --llm.
+    #[arg(long, value_name = "PROVIDER:MODEL")]
+    coder_llm: Option<String>,
+    /// Another source of answers: `replay:RUN_DIR` answers from a recorded run.
+    #[arg(long, value_name = "BRAIN")]
+    brain: Option<String>,
+    /// Coder rounds (one answer and one evaluation each).
+    #[arg(long, default_value_t = 20)]
+    rounds: u32,
+    /// Search strategy.
+    #[arg(long, default_value = "world-model")]
+    strategy: String,
+    /// The run directory (default: runs/TASK-DATE-TIME).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Seed of every evaluation's input generator (default: a fresh one, recorded in the run).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Print one JSON object at the end instead of a summary.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+pub(crate) struct ResumeArgs {
+    /// The run directory `ksearch run` printed.
+    run_dir: PathBuf,
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
+    if args.strategy != "world-model" {
+        bail!(
+            "--strategy {}: only `world-model` is available so far (refine and evolve are planned)",
+            args.strategy
+        );
+    }
+    if args.rounds == 0 {
+        bail!("--rounds must be at least 1");
+    }
+    let task = Task::load(&args.task)?;
+    let llm_config = LlmConfig::load(Path::new("."))?;
+    let replay = match args.brain.as_deref() {
+        None => None,
+        Some(b) => match b.strip_prefix("replay:") {
+            Some(dir) => Some(PathBuf::from(dir)),
+            None => bail!("--brain {b}: expected replay:RUN_DIR (agent mode and the knob tuner are not available yet)"),
+        },
+    };
+    let brain = BrainSpec::from_args(
+        &llm_config,
+        args.llm.as_deref(),
+        args.planner_llm.as_deref(),
+        args.coder_llm.as_deref(),
+        replay.as_ref(),
+    )?;
+    let run_dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| default_run_dir(&task.definition.name));
+    let store = RunStore::create(&run_dir)?;
+    let run_seed = args.seed.unwrap_or_else(crate::eval_cmd::fresh_seed);
+    // The task argument is kept as given for built-ins, absolute for folders, so resume finds it.
+    let task_arg = match Path::new(&args.task).canonicalize() {
+        Ok(p) if Path::new(&args.task).exists() => p.display().to_string(),
+        _ => args.task.clone(),
+    };
+    store.set_meta("task", &json!(task_arg))?;
+    store.set_meta("brain", &serde_json::to_value(&brain)?)?;
+    store.set_meta("run_seed", &json!(run_seed))?;
+    store.set_meta("ksearch_version", &json!(env!("CARGO_PKG_VERSION")))?;
+    let config = EngineConfig {
+        rounds: args.rounds,
+        ..EngineConfig::default()
+    };
+    let started = Event::Started {
+        task: task_brief(&task, String::new()),
+        config,
+    };
+    store.append_event(started.kind(), &serde_json::to_value(&started)?)?;
+    if args.json {
+        // Scripts learn the directory before anything long happens.
+        eprintln!("run directory: {}", run_dir.display());
+    } else {
+        println!("run directory: {}", run_dir.display());
+        eprintln!(
+            "searching {} with {} for {} rounds (seed {run_seed})",
+            task.definition.name,
+            brain.describe(),
+            args.rounds
+        );
+    }
+    drive(&run_dir, store, &task, &brain, &llm_config, args.json)
+}
+
+pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<u8> {
+    let store = RunStore::open(&args.run_dir)?;
+    let task_arg: String = serde_json::from_value(store.meta("task")?.context("the run has no recorded task")?)?;
+    let task = Task::load(&task_arg).with_context(|| format!("the run's task '{task_arg}'"))?;
+    let brain: BrainSpec = serde_json::from_value(store.meta("brain")?.context("the run has no recorded brain")?)
+        .context("the run's recorded brain is unreadable")?;
+    let llm_config = LlmConfig::load(Path::new("."))?;
+    if !args.json {
+        eprintln!("resuming {} with {}", args.run_dir.display(), brain.describe());
+    }
+    drive(&args.run_dir, store, &task, &brain, &llm_config, args.json)
+}
+
+fn drive(
+    run_dir: &Path,
+    store: RunStore,
+    task: &Task,
+    brain: &BrainSpec,
+    llm_config: &LlmConfig,
+    json_out: bool,
+) -> anyhow::Result<u8> {
+    let events = load_events(&store)?;
+    let engine = Engine::replay(&events).context("the run's event log does not replay")?;
+    let brains = brain.build(llm_config, &store)?;
+    let run_seed: u64 = serde_json::from_value(store.meta("run_seed")?.unwrap_or(json!(0)))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    rt.spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            flag.store(true, Ordering::SeqCst);
+            eprintln!("\nstopping after the current step (Ctrl-C again to quit at once; the step in flight is then redone by `ksearch resume`)");
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
+    let mut driver = Driver {
+        store: &store,
+        engine,
+        brains,
+        task,
+        run_seed,
+        eval_template: EvalOptions::new(run_seed),
+        quiet: json_out,
+        stop,
+    };
+    let stopped = driver.run(&rt)?;
+    let engine = &driver.engine;
+    match stopped {
+        Stopped::Interrupted => {
+            if json_out {
+                println!("{}", json!({"run_dir": run_dir, "status": "interrupted"}));
+            } else {
+                println!("stopped; continue with: ksearch resume {}", run_dir.display());
+            }
+            Ok(crate::EXIT_FAILED)
+        }
+        Stopped::Finished { best, reason } => {
+            let best = best.and_then(|id| engine.candidate(id));
+            let written = match best {
+                Some(b) => Some(write_best(run_dir, b)?),
+                None => None,
+            };
+            let speedup = best.and_then(|b| b.final_result.as_ref().and_then(|r| r.speedup).or(b.speedup()));
+            let seed_speedup = engine.candidates().first().and_then(|c| c.speedup());
+            if json_out {
+                println!(
+                    "{}",
+                    json!({
+                        "run_dir": run_dir, "status": "finished", "reason": reason,
+                        "best_candidate": best.map(|b| b.id), "best_speedup": speedup,
+                        "seed_speedup": seed_speedup, "best_files": written, "rounds": engine.round(),
+                    })
+                );
+            } else {
+                println!("finished: {reason}");
+                match (best, speedup, written) {
+                    (Some(b), Some(s), Some(path)) => {
+                        let vs_seed = seed_speedup
+                            .map(|seed| format!(", {:.2}x the seed", s / seed))
+                            .unwrap_or_default();
+                        println!(
+                            "best: candidate {} at {s:.2}x the reference{vs_seed} (re-measured); written to {}",
+                            b.id,
+                            path.display()
+                        );
+                    }
+                    _ => println!("no candidate passed"),
+                }
+                println!(
+                    "see the tree and every attempt with: ksearch show {}",
+                    run_dir.display()
+                );
+            }
+            Ok(if best.is_some() { 0 } else { crate::EXIT_FAILED })
+        }
+    }
+}
+
+pub(crate) fn load_events(store: &RunStore) -> anyhow::Result<Vec<Event>> {
+    store
+        .events()?
+        .into_iter()
+        .map(|row| {
+            serde_json::from_value::<Event>(row.body).with_context(|| {
+                format!(
+                    "{}: event {} ({}) is unreadable",
+                    store.path().display(),
+                    row.seq,
+                    row.kind
+                )
+            })
+        })
+        .collect()
+}
+
+fn write_best(run_dir: &Path, best: &ksearch_search::engine::Candidate) -> anyhow::Result<PathBuf> {
+    let dir = run_dir.join("best");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for s in &best.sources {
+        // Paths were checked when the candidate was evaluated (plain relative names).
+        let path = dir.join(&s.path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&path, &s.content).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(dir.join(best.sources.first().map(|s| s.path.clone()).unwrap_or_default()))
+}
+
+/// `runs/TASK-YYYYMMDD-HHMMSS` in UTC.
+fn default_run_dir(task: &str) -> PathBuf {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    PathBuf::from("runs").join(format!(
+        "{task}-{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    ))
+}
