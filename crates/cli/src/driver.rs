@@ -24,6 +24,47 @@ pub(crate) struct Driver<'a> {
     pub quiet: bool,
     /// Set by Ctrl-C: stop after the step in flight.
     pub stop: Arc<AtomicBool>,
+    /// When replaying a recorded run: its evaluations, by candidate sources and purpose, so the
+    /// replay sees the numbers the original saw (and renders the same prompts).
+    pub recorded: Option<RecordedEvaluations>,
+}
+
+/// Evaluation summaries of a recorded run, keyed by what was evaluated.
+pub(crate) type RecordedEvaluations = std::collections::HashMap<(i64, String, bool), EvalSummary>;
+
+/// The key of an evaluation: the candidate (its id and its files: two candidates may share files
+/// and still measure differently) and whether it was the final re-measurement.
+pub(crate) fn evaluation_key(candidate_id: i64, sources: &[Source], purpose: Purpose) -> (i64, String, bool) {
+    (
+        candidate_id,
+        serde_json::to_string(sources).unwrap_or_default(),
+        purpose == Purpose::Final,
+    )
+}
+
+/// Reads a recorded run's evaluations from its event log.
+pub(crate) fn recorded_evaluations(store: &RunStore) -> anyhow::Result<RecordedEvaluations> {
+    let events = crate::run_cmd::load_events(store)?;
+    let mut engine = Engine::new();
+    let mut out = RecordedEvaluations::new();
+    for e in &events {
+        if let (
+            Event::Evaluated { summary, .. },
+            Some(Request::Evaluate {
+                candidate_id,
+                sources,
+                purpose,
+                ..
+            }),
+        ) = (e, engine.pending())
+        {
+            out.insert(evaluation_key(*candidate_id, sources, *purpose), summary.clone());
+        }
+        engine
+            .apply(e)
+            .context("the recorded run's event log does not replay")?;
+    }
+    Ok(out)
 }
 
 /// Why the loop returned.
@@ -88,17 +129,17 @@ impl Driver<'_> {
                     purpose,
                     language,
                     sources,
-                } => match self.evaluate(candidate_id, purpose, &language, &sources)? {
-                    Ok(summary) => Event::Evaluated {
+                } => match self
+                    .recorded
+                    .as_ref()
+                    .and_then(|r| r.get(&evaluation_key(candidate_id, &sources, purpose)))
+                {
+                    Some(summary) => Event::Evaluated {
                         request_id: id,
                         candidate_id,
-                        summary,
+                        summary: summary.clone(),
                     },
-                    Err(error) => Event::RequestFailed {
-                        request_id: id,
-                        error,
-                        fatal: true,
-                    },
+                    None => self.evaluate_event(id, candidate_id, purpose, &language, &sources)?,
                 },
             };
             let body = serde_json::to_value(&event).context("cannot encode an event")?;
@@ -106,6 +147,28 @@ impl Driver<'_> {
             self.engine.apply(&event).context("the engine refused its own event")?;
             self.report(&event);
         }
+    }
+
+    fn evaluate_event(
+        &self,
+        id: String,
+        candidate_id: i64,
+        purpose: Purpose,
+        language: &str,
+        sources: &[Source],
+    ) -> anyhow::Result<Event> {
+        Ok(match self.evaluate(candidate_id, purpose, language, sources)? {
+            Ok(summary) => Event::Evaluated {
+                request_id: id,
+                candidate_id,
+                summary,
+            },
+            Err(error) => Event::RequestFailed {
+                request_id: id,
+                error,
+                fatal: true,
+            },
+        })
     }
 
     fn say(&self, line: &str) {

@@ -163,6 +163,10 @@ fn drive(
             }
         }
     });
+    let recorded = match brain {
+        BrainSpec::Replay { from, .. } => Some(crate::driver::recorded_evaluations(&RunStore::open(from)?)?),
+        BrainSpec::Llm { .. } => None,
+    };
     let mut driver = Driver {
         store: &store,
         engine,
@@ -172,6 +176,7 @@ fn drive(
         eval_template: EvalOptions::new(run_seed),
         quiet: json_out,
         stop,
+        recorded,
     };
     let stopped = driver.run(&rt)?;
     let engine = &driver.engine;
