@@ -26,11 +26,14 @@ pub(crate) enum BrainSpec {
         planner: ProviderConfig,
         coder: ProviderConfig,
     },
+    /// An external agent answers both roles (`ksearch agent next|submit`, or `ksearch mcp`).
+    Agent,
 }
 
+/// The clients of the two roles; `None` where an external agent answers.
 pub(crate) struct Brains {
-    pub planner: LlmClient,
-    pub coder: LlmClient,
+    pub planner: Option<LlmClient>,
+    pub coder: Option<LlmClient>,
 }
 
 impl BrainSpec {
@@ -50,6 +53,11 @@ impl BrainSpec {
             let spec: BrainSpec = serde_json::from_value(meta).context("the recorded brain is unreadable")?;
             let (planner, coder) = match spec {
                 BrainSpec::Llm { planner, coder, .. } | BrainSpec::Replay { planner, coder, .. } => (planner, coder),
+                BrainSpec::Agent => bail!(
+                    "--brain replay:{}: that run was answered by an agent; its answers replay through its event log \
+                     (`ksearch show`), not as an LLM",
+                    dir.display()
+                ),
             };
             return Ok(BrainSpec::Replay {
                 from: dir.clone(),
@@ -82,7 +90,7 @@ impl BrainSpec {
         let prices = Arc::new(PriceTable::new(&config.prices));
         let mut budget = Budget::new(match self {
             BrainSpec::Llm { budget, .. } => *budget,
-            BrainSpec::Replay { .. } => BudgetLimits::default(),
+            BrainSpec::Replay { .. } | BrainSpec::Agent => BudgetLimits::default(),
         });
         for x in store.exchanges()? {
             if x.answer.is_some() && !x.from_cache {
@@ -102,15 +110,22 @@ impl BrainSpec {
                     Ok(Arc::from(ksearch_llm::providers::build(c)?))
                 };
                 Ok(Brains {
-                    planner: LlmClient::new(
+                    planner: Some(LlmClient::new(
                         "planner",
                         planner.clone(),
                         model(planner)?,
                         prices.clone(),
                         budget.clone(),
                         None,
-                    ),
-                    coder: LlmClient::new("coder", coder.clone(), model(coder)?, prices, budget, None),
+                    )),
+                    coder: Some(LlmClient::new(
+                        "coder",
+                        coder.clone(),
+                        model(coder)?,
+                        prices,
+                        budget,
+                        None,
+                    )),
                 })
             }
             BrainSpec::Replay { from, planner, coder } => {
@@ -128,17 +143,28 @@ impl BrainSpec {
                     Arc::new(ReplayModel::new(role, c.kind, &c.model, answers.clone()))
                 };
                 Ok(Brains {
-                    planner: LlmClient::new(
+                    planner: Some(LlmClient::new(
                         "planner",
                         planner.clone(),
                         replay("planner", planner),
                         prices.clone(),
                         budget.clone(),
                         None,
-                    ),
-                    coder: LlmClient::new("coder", coder.clone(), replay("coder", coder), prices, budget, None),
+                    )),
+                    coder: Some(LlmClient::new(
+                        "coder",
+                        coder.clone(),
+                        replay("coder", coder),
+                        prices,
+                        budget,
+                        None,
+                    )),
                 })
             }
+            BrainSpec::Agent => Ok(Brains {
+                planner: None,
+                coder: None,
+            }),
         }
     }
 
@@ -152,6 +178,7 @@ impl BrainSpec {
                 )
             }
             BrainSpec::Replay { from, .. } => format!("replay of {}", from.display()),
+            BrainSpec::Agent => "an external agent".to_string(),
         }
     }
 }

@@ -69,8 +69,16 @@ pub(crate) fn recorded_evaluations(store: &RunStore) -> anyhow::Result<RecordedE
 
 /// Why the loop returned.
 pub(crate) enum Stopped {
-    Finished { best: Option<i64>, reason: String },
+    Finished {
+        best: Option<i64>,
+        reason: String,
+    },
     Interrupted,
+    /// A planner or coder request waits for an external agent (agent mode).
+    AwaitingAgent {
+        id: String,
+        role: &'static str,
+    },
 }
 
 impl Driver<'_> {
@@ -82,7 +90,7 @@ impl Driver<'_> {
             let Some(request) = self.engine.pending().cloned() else {
                 anyhow::bail!("the engine has nothing to do: the run's event log does not start with `started`");
             };
-            let event = match request {
+            let event = match request.clone() {
                 Request::Finished { best_candidate, reason } => {
                     return Ok(Stopped::Finished {
                         best: best_candidate,
@@ -90,8 +98,10 @@ impl Driver<'_> {
                     });
                 }
                 Request::Plan { id, plan, messages } => {
+                    let Some(client) = &self.brains.planner else {
+                        return self.await_agent(&request);
+                    };
                     self.say(&format!("planner: {} ...", plan_label(&plan)));
-                    let client = &self.brains.planner;
                     match rt.block_on(ask(client, self.store, &id, messages))? {
                         Ok(text) => Event::PlannerAnswered { request_id: id, text },
                         Err((error, fatal)) => Event::RequestFailed {
@@ -108,12 +118,14 @@ impl Driver<'_> {
                     messages,
                     ..
                 } => {
+                    let Some(client) = &self.brains.coder else {
+                        return self.await_agent(&request);
+                    };
                     self.say(&format!(
                         "coder: {} for {node_id} (round {}) ...",
                         code.as_str(),
                         self.engine.round()
                     ));
-                    let client = &self.brains.coder;
                     match rt.block_on(ask(client, self.store, &id, messages))? {
                         Ok(text) => Event::CoderAnswered { request_id: id, text },
                         Err((error, fatal)) => Event::RequestFailed {
@@ -168,6 +180,18 @@ impl Driver<'_> {
                 error,
                 fatal: true,
             },
+        })
+    }
+
+    /// Leaves an LLM request pending in the store for an external agent and stops.
+    fn await_agent(&self, request: &Request) -> anyhow::Result<Stopped> {
+        let id = request.id().unwrap_or_default().to_string();
+        let mut body = serde_json::to_value(request).context("cannot encode a request")?;
+        body["answer_format"] = serde_json::json!(answer_format(request));
+        self.store.put_request(&id, request.role(), &body)?;
+        Ok(Stopped::AwaitingAgent {
+            id,
+            role: request.role(),
         })
     }
 
@@ -309,6 +333,21 @@ impl Driver<'_> {
             .validate(&format!("candidate {candidate_id}"), self.task)
             .map_err(|e| e.to_string())?;
         Ok(solution)
+    }
+}
+
+/// What an answer to `request` must look like, in one sentence for the agent.
+pub(crate) fn answer_format(request: &Request) -> &'static str {
+    match request {
+        Request::Plan { .. } => {
+            "one JSON object (kernel_summary, open_questions, ops: an edit script) as the prompt's \"Answer format\" \
+             section describes; prose around it is ignored"
+        }
+        Request::Code { .. } => {
+            "the complete source of every file of the kernel, each in a fenced code block preceded by its file name \
+             (or inside <file path=\"NAME\">...</file> tags)"
+        }
+        _ => "no answer: this request is served by ksearch itself",
     }
 }
 

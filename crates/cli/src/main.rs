@@ -1,6 +1,7 @@
 //! `ksearch`: finds fast kernels. This binary wires the layers together and talks to the user;
 //! the work happens in the `ksearch-spec` and `ksearch-eval` crates.
 
+mod agent_cmd;
 mod brains;
 mod brief;
 mod driver;
@@ -41,6 +42,9 @@ enum Command {
     Resume(run_cmd::ResumeArgs),
     /// Show a run: the world-model tree, the best candidate, the budget used.
     Show(show_cmd::ShowArgs),
+    /// Agent mode: read the pending request of a run, or answer it.
+    #[command(subcommand)]
+    Agent(agent_cmd::AgentCommand),
 }
 
 /// Exit codes of the command-line contract.
@@ -55,6 +59,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run_cmd::run(&args),
         Command::Resume(args) => run_cmd::resume(&args),
         Command::Show(args) => show_cmd::run(&args),
+        Command::Agent(command) => agent_cmd::run(&command),
     };
     match result {
         Ok(code) => ExitCode::from(code),

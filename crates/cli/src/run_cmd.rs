@@ -29,7 +29,8 @@ pub(crate) struct RunArgs {
     /// The coder's model, if it differs from --llm.
     #[arg(long, value_name = "PROVIDER:MODEL")]
     coder_llm: Option<String>,
-    /// Another source of answers: `replay:RUN_DIR` answers from a recorded run.
+    /// Another source of answers: `agent` (an external coding agent answers through
+    /// `ksearch agent next|submit` or `ksearch mcp`), or `replay:RUN_DIR` (a recorded run).
     #[arg(long, value_name = "BRAIN")]
     brain: Option<String>,
     /// Coder rounds (one answer and one evaluation each).
@@ -69,20 +70,20 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     }
     let task = Task::load(&args.task)?;
     let llm_config = LlmConfig::load(Path::new("."))?;
-    let replay = match args.brain.as_deref() {
-        None => None,
+    let brain = match args.brain.as_deref() {
+        Some("agent") => BrainSpec::Agent,
         Some(b) => match b.strip_prefix("replay:") {
-            Some(dir) => Some(PathBuf::from(dir)),
-            None => bail!("--brain {b}: expected replay:RUN_DIR (agent mode and the knob tuner are not available yet)"),
+            Some(dir) => BrainSpec::from_args(&llm_config, None, None, None, Some(&PathBuf::from(dir)))?,
+            None => bail!("--brain {b}: expected `agent` or `replay:RUN_DIR` (the knob tuner is not available yet)"),
         },
+        None => BrainSpec::from_args(
+            &llm_config,
+            args.llm.as_deref(),
+            args.planner_llm.as_deref(),
+            args.coder_llm.as_deref(),
+            None,
+        )?,
     };
-    let brain = BrainSpec::from_args(
-        &llm_config,
-        args.llm.as_deref(),
-        args.planner_llm.as_deref(),
-        args.coder_llm.as_deref(),
-        replay.as_ref(),
-    )?;
     let run_dir = args
         .out
         .clone()
@@ -135,7 +136,16 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<u8> {
     drive(&args.run_dir, store, &task, &brain, &llm_config, args.json)
 }
 
-fn drive(
+/// How a stretch of driving ended: for the user (text), for scripts and MCP clients (JSON), and
+/// the exit status.
+pub(crate) struct Outcome {
+    pub json: serde_json::Value,
+    pub text: String,
+    pub exit: u8,
+}
+
+/// Drives the run and prints the outcome (text, or JSON with `json_out`).
+pub(crate) fn drive(
     run_dir: &Path,
     store: RunStore,
     task: &Task,
@@ -143,6 +153,25 @@ fn drive(
     llm_config: &LlmConfig,
     json_out: bool,
 ) -> anyhow::Result<u8> {
+    let outcome = drive_quietly(run_dir, store, task, brain, llm_config, json_out)?;
+    if json_out {
+        println!("{}", outcome.json);
+    } else {
+        println!("{}", outcome.text);
+    }
+    Ok(outcome.exit)
+}
+
+/// Drives the run until it finishes, waits for an agent, or is interrupted; prints nothing on
+/// stdout (progress goes to stderr unless `quiet`).
+pub(crate) fn drive_quietly(
+    run_dir: &Path,
+    store: RunStore,
+    task: &Task,
+    brain: &BrainSpec,
+    llm_config: &LlmConfig,
+    quiet: bool,
+) -> anyhow::Result<Outcome> {
     let events = load_events(&store)?;
     let engine = Engine::replay(&events).context("the run's event log does not replay")?;
     let brains = brain.build(llm_config, &store)?;
@@ -157,7 +186,10 @@ fn drive(
     rt.spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             flag.store(true, Ordering::SeqCst);
-            eprintln!("\nstopping after the current step (Ctrl-C again to quit at once; the step in flight is then redone by `ksearch resume`)");
+            eprintln!(
+                "\nstopping after the current step (Ctrl-C again to quit at once; the step in flight is then redone \
+                 by `ksearch resume`)"
+            );
             if tokio::signal::ctrl_c().await.is_ok() {
                 std::process::exit(130);
             }
@@ -165,7 +197,7 @@ fn drive(
     });
     let recorded = match brain {
         BrainSpec::Replay { from, .. } => Some(crate::driver::recorded_evaluations(&RunStore::open(from)?)?),
-        BrainSpec::Llm { .. } => None,
+        BrainSpec::Llm { .. } | BrainSpec::Agent => None,
     };
     let mut driver = Driver {
         store: &store,
@@ -174,21 +206,27 @@ fn drive(
         task,
         run_seed,
         eval_template: EvalOptions::new(run_seed),
-        quiet: json_out,
+        quiet,
         stop,
         recorded,
     };
     let stopped = driver.run(&rt)?;
     let engine = &driver.engine;
-    match stopped {
-        Stopped::Interrupted => {
-            if json_out {
-                println!("{}", json!({"run_dir": run_dir, "status": "interrupted"}));
-            } else {
-                println!("stopped; continue with: ksearch resume {}", run_dir.display());
-            }
-            Ok(crate::EXIT_FAILED)
-        }
+    let dir = run_dir.display();
+    Ok(match stopped {
+        Stopped::AwaitingAgent { id, role } => Outcome {
+            json: json!({"run_dir": run_dir, "status": "awaiting_agent", "request_id": id, "role": role}),
+            text: format!(
+                "waiting for the agent to answer request {id} ({role})\n  read it:   ksearch agent next {dir}\n  \
+                 answer it: ksearch agent submit {dir} {id} ANSWER_FILE"
+            ),
+            exit: 0,
+        },
+        Stopped::Interrupted => Outcome {
+            json: json!({"run_dir": run_dir, "status": "interrupted"}),
+            text: format!("stopped; continue with: ksearch resume {dir}"),
+            exit: crate::EXIT_FAILED,
+        },
         Stopped::Finished { best, reason } => {
             let best = best.and_then(|id| engine.candidate(id));
             let written = match best {
@@ -197,38 +235,32 @@ fn drive(
             };
             let speedup = best.and_then(|b| b.final_result.as_ref().and_then(|r| r.speedup).or(b.speedup()));
             let seed_speedup = engine.candidates().first().and_then(|c| c.speedup());
-            if json_out {
-                println!(
-                    "{}",
-                    json!({
-                        "run_dir": run_dir, "status": "finished", "reason": reason,
-                        "best_candidate": best.map(|b| b.id), "best_speedup": speedup,
-                        "seed_speedup": seed_speedup, "best_files": written, "rounds": engine.round(),
-                    })
-                );
-            } else {
-                println!("finished: {reason}");
-                match (best, speedup, written) {
-                    (Some(b), Some(s), Some(path)) => {
-                        let vs_seed = seed_speedup
-                            .map(|seed| format!(", {:.2}x the seed", s / seed))
-                            .unwrap_or_default();
-                        println!(
-                            "best: candidate {} at {s:.2}x the reference{vs_seed} (re-measured); written to {}",
-                            b.id,
-                            path.display()
-                        );
-                    }
-                    _ => println!("no candidate passed"),
+            let mut text = format!("finished: {reason}\n");
+            match (best, speedup, &written) {
+                (Some(b), Some(s), Some(path)) => {
+                    let vs_seed = seed_speedup
+                        .map(|seed| format!(", {:.2}x the seed", s / seed))
+                        .unwrap_or_default();
+                    text.push_str(&format!(
+                        "best: candidate {} at {s:.2}x the reference{vs_seed} (re-measured); written to {}\n",
+                        b.id,
+                        path.display()
+                    ));
                 }
-                println!(
-                    "see the tree and every attempt with: ksearch show {}",
-                    run_dir.display()
-                );
+                _ => text.push_str("no candidate passed\n"),
             }
-            Ok(if best.is_some() { 0 } else { crate::EXIT_FAILED })
+            text.push_str(&format!("see the tree and every attempt with: ksearch show {dir}"));
+            Outcome {
+                json: json!({
+                    "run_dir": run_dir, "status": "finished", "reason": reason,
+                    "best_candidate": best.map(|b| b.id), "best_speedup": speedup,
+                    "seed_speedup": seed_speedup, "best_files": written, "rounds": engine.round(),
+                }),
+                text,
+                exit: if best.is_some() { 0 } else { crate::EXIT_FAILED },
+            }
         }
-    }
+    })
 }
 
 pub(crate) fn load_events(store: &RunStore) -> anyhow::Result<Vec<Event>> {

@@ -258,3 +258,55 @@ fn kill_9_at_several_points_then_resume_gives_the_uninterrupted_result() {
     assert_eq!(tree_shape(&got), tree_shape(&expected));
     assert!(best_is_fast(&cut) && best_is_fast(&whole));
 }
+
+#[test]
+fn agent_mode_round_trip_through_the_cli() {
+    let setup = Setup::new();
+    let run_dir = setup.work.path().join("agent");
+    let dir = run_dir.to_str().unwrap();
+    let r = setup.run(&run_dir, &["--brain", "agent"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let j = r.json();
+    assert_eq!(
+        (j["status"].as_str(), j["role"].as_str()),
+        (Some("awaiting_agent"), Some("planner"))
+    );
+    let mut answered = 0;
+    loop {
+        let next = setup.ksearch(&["agent", "next", dir, "--json"]);
+        if next.code != 0 {
+            assert!(next.stderr.contains("the run is finished"), "{}", next.stderr);
+            break;
+        }
+        let request = next.json();
+        let id = request["id"].as_str().unwrap().to_string();
+        let prompt = request["messages"][1]["content"].as_str().unwrap();
+        let answer = match request["role"].as_str().unwrap() {
+            "planner" => planner_answer(prompt),
+            _ if prompt.contains("## Your assignment: implement") => format!("```c kernel.c\n{SLOW}```"),
+            _ => format!("**kernel.c**\n```c\n{}```", fast()),
+        };
+        let file = setup.work.path().join(format!("answer-{id}.txt"));
+        std::fs::write(&file, answer).unwrap();
+        // A wrong id is refused and changes nothing.
+        if answered == 0 {
+            let wrong = setup.ksearch(&["agent", "submit", dir, "r99", file.to_str().unwrap()]);
+            assert_eq!(wrong.code, 2);
+            assert!(
+                wrong
+                    .stderr
+                    .contains(&format!("request r99 is not pending; the pending request is {id}")),
+                "{}",
+                wrong.stderr
+            );
+        }
+        let s = setup.ksearch(&["agent", "submit", dir, &id, file.to_str().unwrap(), "--json"]);
+        assert_eq!(s.code, 0, "{}\n{}", s.stdout, s.stderr);
+        answered += 1;
+        assert!(answered < 20, "the run does not end");
+    }
+    assert_eq!(answered, 4, "init plan + 3 coder rounds");
+    assert!(best_is_fast(&run_dir));
+    let show = setup.show(&run_dir);
+    assert!(show["state"].as_str().unwrap().starts_with("finished"), "{show}");
+}

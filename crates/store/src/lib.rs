@@ -183,11 +183,11 @@ impl RunStore {
 
     // --- requests -----------------------------------------------------------------------
 
-    /// Records a request the engine emitted (state `pending`).
+    /// Records a request the engine emitted (state `pending`); recording it again is a no-op.
     pub fn put_request(&self, id: &str, role: &str, body: &serde_json::Value) -> Result<(), StoreError> {
         self.conn
             .execute(
-                "INSERT INTO requests(id, role, body, state, created_at) VALUES (?1, ?2, ?3, 'pending', ?4)",
+                "INSERT OR IGNORE INTO requests(id, role, body, state, created_at) VALUES (?1, ?2, ?3, 'pending', ?4)",
                 params![id, role, body.to_string(), now()],
             )
             .map(|_| ())

@@ -1,0 +1,190 @@
+//! Agent mode: an external coding agent (Claude Code, Codex, Cursor, ...) answers the planner's
+//! and coder's requests with its own model, one at a time. `next` shows the pending request;
+//! `submit` records the answer, lets the engine go on (evaluations run here) and stops at the
+//! next request for the agent.
+
+use crate::brains::BrainSpec;
+use crate::driver::answer_format;
+use crate::run_cmd::{drive, load_events};
+use anyhow::{bail, Context};
+use ksearch_llm::LlmConfig;
+use ksearch_search::engine::{Engine, Event, Request};
+use ksearch_spec::Task;
+use ksearch_store::{ExchangeRow, RequestState, RunStore};
+use serde_json::json;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Subcommand)]
+pub(crate) enum AgentCommand {
+    /// Print the request waiting for the agent: its id, role, prompt and expected answer.
+    Next {
+        run_dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Answer a pending request with the text in FILE (`-` for standard input).
+    Submit {
+        run_dir: PathBuf,
+        request_id: String,
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The request an agent must answer now, from the run's log.
+pub(crate) fn pending_for_agent(run_dir: &Path) -> anyhow::Result<(RunStore, Engine, Request)> {
+    let store = RunStore::open(run_dir)?;
+    let brain: BrainSpec = serde_json::from_value(store.meta("brain")?.context("the run has no recorded brain")?)?;
+    if brain != BrainSpec::Agent {
+        bail!(
+            "{}: this run is served by {}, not by an agent",
+            run_dir.display(),
+            brain.describe()
+        );
+    }
+    let engine = Engine::replay(&load_events(&store)?).context("the run's event log does not replay")?;
+    let request = match engine.pending() {
+        Some(r @ (Request::Plan { .. } | Request::Code { .. })) => r.clone(),
+        Some(Request::Finished { reason, .. }) => bail!("the run is finished ({reason}); nothing to answer"),
+        Some(_) => bail!(
+            "the run is between steps (an evaluation is pending); continue it with `ksearch resume {}`",
+            run_dir.display()
+        ),
+        None => bail!("the run has not started"),
+    };
+    Ok((store, engine, request))
+}
+
+/// The pending request as JSON for an agent.
+pub(crate) fn request_json(request: &Request) -> serde_json::Value {
+    let (kind, messages) = match request {
+        Request::Plan { plan, messages, .. } => (serde_json::to_value(plan).unwrap_or_default(), messages.clone()),
+        Request::Code {
+            code,
+            node_id,
+            messages,
+            ..
+        } => (json!({"kind": code.as_str(), "node_id": node_id}), messages.clone()),
+        _ => (serde_json::Value::Null, vec![]),
+    };
+    json!({
+        "id": request.id(),
+        "role": request.role(),
+        "kind": kind,
+        "answer_format": answer_format(request),
+        "messages": messages,
+    })
+}
+
+/// Records `text` as the answer to `request_id` and lets the run continue to the next request
+/// for the agent. Returns the JSON outcome (also used by the MCP server).
+pub(crate) fn submit_answer(run_dir: &Path, request_id: &str, text: String) -> anyhow::Result<()> {
+    let (store, mut engine, request) = pending_for_agent(run_dir)?;
+    let pending_id = request.id().unwrap_or_default().to_string();
+    if request_id != pending_id {
+        bail!(
+            "request {request_id} is not pending; the pending request is {pending_id} ({})",
+            request.role()
+        );
+    }
+    if text.trim().is_empty() {
+        bail!("the answer is empty");
+    }
+    let event = match &request {
+        Request::Plan { .. } => Event::PlannerAnswered {
+            request_id: pending_id.clone(),
+            text: text.clone(),
+        },
+        _ => Event::CoderAnswered {
+            request_id: pending_id.clone(),
+            text: text.clone(),
+        },
+    };
+    // Apply to a copy first: only an event the engine accepts enters the log.
+    engine.apply(&event).context("the engine refused the answer")?;
+    let messages = match &request {
+        Request::Plan { messages, .. } | Request::Code { messages, .. } => messages.clone(),
+        _ => vec![],
+    };
+    store.record_exchange(&ExchangeRow {
+        request_id: Some(pending_id.clone()),
+        role: request.role().to_string(),
+        provider: "agent".into(),
+        model: "agent".into(),
+        key: String::new(),
+        prompt: serde_json::to_value(&messages)?,
+        answer: Some(json!({"text": text})),
+        attempts: 1,
+        ..Default::default()
+    })?;
+    store.append_event(event.kind(), &serde_json::to_value(&event)?)?;
+    // The request row exists when the driver stopped on it; an agent may also answer a request
+    // that was never shown (e.g. straight after a crash), so a missing row is not an error.
+    let _ = store.set_request_state(&pending_id, RequestState::Answered);
+    Ok(())
+}
+
+pub(crate) fn run(command: &AgentCommand) -> anyhow::Result<u8> {
+    match command {
+        AgentCommand::Next {
+            run_dir,
+            json: json_out,
+        } => {
+            let (_, engine, request) = pending_for_agent(run_dir)?;
+            let body = request_json(&request);
+            if *json_out {
+                println!("{body}");
+            } else {
+                println!(
+                    "request {} for the {} (round {})",
+                    request.id().unwrap_or("-"),
+                    request.role(),
+                    engine.round()
+                );
+                println!("answer format: {}", answer_format(&request));
+                for m in body["messages"].as_array().into_iter().flatten() {
+                    println!(
+                        "\n----- {} -----\n{}",
+                        m["role"].as_str().unwrap_or(""),
+                        m["content"].as_str().unwrap_or("")
+                    );
+                }
+                println!(
+                    "\nanswer with: ksearch agent submit {} {} ANSWER_FILE",
+                    run_dir.display(),
+                    request.id().unwrap_or("-")
+                );
+            }
+            Ok(0)
+        }
+        AgentCommand::Submit {
+            run_dir,
+            request_id,
+            file,
+            json,
+        } => {
+            let text = if file.as_os_str() == "-" {
+                let mut t = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut t)
+                    .context("cannot read the answer from standard input")?;
+                t
+            } else {
+                std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?
+            };
+            submit_answer(run_dir, request_id, text)?;
+            continue_run(run_dir, *json)
+        }
+    }
+}
+
+/// Serves everything ksearch can serve itself (evaluations) up to the next agent request.
+pub(crate) fn continue_run(run_dir: &Path, json_out: bool) -> anyhow::Result<u8> {
+    let store = RunStore::open(run_dir)?;
+    let task_arg: String = serde_json::from_value(store.meta("task")?.context("the run has no recorded task")?)?;
+    let task = Task::load(&task_arg).with_context(|| format!("the run's task '{task_arg}'"))?;
+    let llm_config = LlmConfig::default();
+    drive(run_dir, store, &task, &BrainSpec::Agent, &llm_config, json_out)
+}
