@@ -1,0 +1,107 @@
+use std::fmt;
+
+/// One thing wrong with a knowledge-base file: `file: field: message`, where `field` is a dotted
+/// path (`figures.memory_bandwidth_gbs.value`) or empty when the whole file is at fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub file: String,
+    pub field: String,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn new(file: impl Into<String>, field: impl Into<String>, message: impl Into<String>) -> Self {
+        Problem {
+            file: file.into(),
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(f, "{}: {}: {}", self.file, self.field, self.message)
+        }
+    }
+}
+
+/// Why the knowledge base could not be loaded or a lookup failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KbError {
+    /// Files were read but are not valid; every problem found is listed.
+    #[error("{}", join_problems(.0))]
+    Invalid(Vec<Problem>),
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no hardware named '{name}' in the knowledge base; known: {available}")]
+    UnknownHardware { name: String, available: String },
+}
+
+impl KbError {
+    pub fn one(file: impl Into<String>, field: impl Into<String>, message: impl Into<String>) -> Self {
+        KbError::Invalid(vec![Problem::new(file, field, message)])
+    }
+
+    /// The problems, if this error is a validation failure.
+    pub fn problems(&self) -> &[Problem] {
+        match self {
+            KbError::Invalid(p) => p,
+            _ => &[],
+        }
+    }
+}
+
+fn join_problems(problems: &[Problem]) -> String {
+    problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n")
+}
+
+/// Collects problems while validating, so an author sees every mistake at once.
+#[derive(Debug)]
+pub(crate) struct Problems {
+    file: String,
+    list: Vec<Problem>,
+}
+
+impl Problems {
+    pub(crate) fn new(file: &str) -> Self {
+        Problems {
+            file: file.to_string(),
+            list: Vec::new(),
+        }
+    }
+
+    pub(crate) fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.list.push(Problem::new(self.file.clone(), field, message));
+    }
+
+    pub(crate) fn into_list(self) -> Vec<Problem> {
+        self.list
+    }
+}
+
+/// Parses TOML into `T`, reporting the path of the first field that does not fit and its line.
+pub(crate) fn parse_toml<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, Vec<Problem>> {
+    let de = toml::Deserializer::new(text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let field = if path == "." { String::new() } else { path };
+        let message = inner.message().trim_end().to_string();
+        let message = match inner.span() {
+            Some(span) => {
+                let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                format!("{message} (line {line})")
+            }
+            None => message,
+        };
+        vec![Problem::new(file, field, message)]
+    })
+}

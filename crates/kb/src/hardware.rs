@@ -1,0 +1,666 @@
+//! Hardware specs: one TOML file per device under `kb/hardware/`.
+//!
+//! Every figure carries its provenance (`basis` and `source`), so a prompt or a report can say
+//! whether a number is a vendor's peak, a published limit, a typical value, or something we
+//! measured ourselves. A figure nobody could source is left out, never guessed.
+
+use crate::error::{Problem, Problems};
+use crate::kinds::{DeviceKind, TargetKind};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// The data format version this crate reads.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HardwareSpec {
+    /// Data format version; must be [`SCHEMA_VERSION`].
+    pub schema: u32,
+    /// Canonical name; equals the file name without `.toml` (`h200`, `apple-m4-max`).
+    pub name: String,
+    /// Human name (`NVIDIA H200 SXM`).
+    pub display_name: String,
+    pub vendor: String,
+    pub kind: DeviceKind,
+    /// Compiler target or feature family (`sm_90a`, `apple9`, `x86-64`).
+    pub arch: String,
+    /// Other names that find this device (matched after [`normalize_name`]).
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    /// Kernel dialects this device runs; the first is the default for prompts.
+    pub targets: Vec<TargetKind>,
+    /// What one compute unit is called (`SM`, `GPU core`, `core`).
+    pub compute_unit: String,
+    /// Memory technology (`HBM3e`, `unified`), if known.
+    #[serde(default)]
+    pub memory_type: Option<String>,
+    /// Design-relevant facts, one sentence or two each; they go into prompts verbatim.
+    #[serde(default)]
+    pub notes: Vec<String>,
+    #[serde(default)]
+    pub figures: Figures,
+    /// Our own measurements on this device (kept apart from the vendor's figures).
+    #[serde(default)]
+    pub measured: Vec<Measurement>,
+}
+
+/// Where a figure comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Basis {
+    /// A published limit or count (SM count, shared memory per block, cache line).
+    VendorSpec,
+    /// A vendor's theoretical peak (bandwidth, TFLOP/s); real kernels reach less.
+    VendorPeak,
+    /// Measured or queried by us; the source must say where and when (a YYYY-MM-DD date).
+    Measured,
+    /// Typical of the class of device, approximate (generic CPU caches).
+    Typical,
+}
+
+impl Basis {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Basis::VendorSpec => "vendor spec",
+            Basis::VendorPeak => "vendor peak",
+            Basis::Measured => "measured",
+            Basis::Typical => "typical, approximate",
+        }
+    }
+}
+
+/// One number with its provenance. The unit is fixed by the field's name (see [`FIGURE_META`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Figure {
+    pub value: f64,
+    pub basis: Basis,
+    /// Where the number comes from: a datasheet, a guide, or "measured on ... on YYYY-MM-DD".
+    pub source: String,
+    /// The value is the largest configuration sold (Apple's "up to 128 GB"); rendered "up to".
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub up_to: bool,
+    /// Caveats (other bins, other variants); shown in the sourced rendering, not in prompts.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// A measurement of our own, e.g. achieved copy bandwidth.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Measurement {
+    /// What was measured (`device-to-device copy`).
+    pub what: String,
+    pub value: f64,
+    /// `GB/s`, `TFLOP/s`, `ms`, ...
+    pub unit: String,
+    /// Where, when (YYYY-MM-DD) and how.
+    pub source: String,
+}
+
+/// Static facts about a figure field: its label, unit and the range a valid value lies in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FigureMeta {
+    pub key: &'static str,
+    pub label: &'static str,
+    pub unit: &'static str,
+    /// Counts must be whole numbers.
+    pub integer: bool,
+    pub min: f64,
+    pub max: f64,
+}
+
+macro_rules! figures {
+    ($( $(#[$doc:meta])* $field:ident: $label:literal, $unit:literal, $integer:literal, $min:literal ..= $max:literal; )*) => {
+        /// The numbers of a device. All optional: a figure without a reliable source is left out.
+        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct Figures {
+            $( $(#[$doc])* #[serde(default, skip_serializing_if = "Option::is_none")] pub $field: Option<Figure>, )*
+        }
+
+        /// Label, unit and valid range of every field of [`Figures`], in declaration order.
+        pub const FIGURE_META: &[FigureMeta] = &[
+            $( FigureMeta { key: stringify!($field), label: $label, unit: $unit, integer: $integer, min: $min, max: $max }, )*
+        ];
+
+        impl Figures {
+            /// The figure stored under a field name of [`FIGURE_META`].
+            pub fn get(&self, key: &str) -> Option<&Figure> {
+                match key {
+                    $( stringify!($field) => self.$field.as_ref(), )*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+figures! {
+    /// DRAM (HBM, unified memory) bandwidth.
+    memory_bandwidth_gbs: "memory bandwidth", "GB/s", false, 1.0..=100000.0;
+    memory_gb: "memory size", "GB", false, 0.001..=100000.0;
+    /// Non-tensor (vector/SIMT) FP32.
+    fp32_tflops: "FP32 (non-tensor)", "TFLOP/s", false, 0.001..=100000.0;
+    /// Tensor/matrix units, dense (no structured sparsity).
+    tensor_tf32_tflops: "tensor TF32 dense", "TFLOP/s", false, 0.001..=100000.0;
+    tensor_fp16_bf16_tflops: "tensor FP16/BF16 dense", "TFLOP/s", false, 0.001..=100000.0;
+    tensor_fp8_tflops: "tensor FP8 dense", "TFLOP/s", false, 0.001..=100000.0;
+    /// SMs, GPU cores or CPU cores (named by `compute_unit`).
+    compute_units: "compute units", "", true, 1.0..=100000.0;
+    /// Shared (CUDA) or threadgroup (Metal) memory one block may use without opting in.
+    shared_mem_per_block_kb: "shared memory per block (default)", "KB", false, 1.0..=4096.0;
+    /// The most shared memory one block may use after opting in.
+    shared_mem_per_block_max_kb: "shared memory per block (opt-in max)", "KB", false, 1.0..=4096.0;
+    shared_mem_per_unit_kb: "shared memory per compute unit", "KB", false, 1.0..=4096.0;
+    registers_per_thread_max: "registers per thread (max)", "", true, 1.0..=4096.0;
+    /// 32-bit registers per compute unit.
+    registers_per_unit: "32-bit registers per compute unit", "", true, 1.0..=16777216.0;
+    max_threads_per_block: "threads per block (max)", "", true, 1.0..=65536.0;
+    max_threads_per_unit: "resident threads per compute unit (max)", "", true, 1.0..=1048576.0;
+    /// Threads per warp / SIMD-group, or fp32 lanes of a CPU vector register.
+    simd_width: "SIMD width", "", true, 1.0..=1024.0;
+    /// CPU vector register width.
+    vector_bits: "vector register width", "bit", true, 64.0..=4096.0;
+    /// L1 data cache per core (CPU) or per SM.
+    l1_kb: "L1 data cache per core", "KB", false, 1.0..=65536.0;
+    l2_per_core_kb: "L2 cache per core", "KB", false, 1.0..=1048576.0;
+    /// L2 shared by the whole device.
+    l2_mb: "L2 cache (device)", "MB", false, 0.01..=65536.0;
+    cache_line_bytes: "cache line", "B", true, 8.0..=4096.0;
+}
+
+/// The form names are compared in: lower case, runs of spaces, `_` and `-` as one `-`.
+/// `"NVIDIA H200"`, `"nvidia_h200"` and `"nvidia-h200"` are the same name.
+pub fn normalize_name(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.trim().chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_whitespace() || c == '_' || c == '-' {
+            if !out.is_empty() && !out.ends_with('-') {
+                out.push('-');
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    while out.ends_with('-') {
+        out.pop();
+    }
+    out
+}
+
+pub(crate) fn valid_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+        && !s.contains("--")
+}
+
+/// True when `s` contains a date written YYYY-MM-DD.
+pub(crate) fn has_date(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.windows(10).any(|w| {
+        w.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            _ => c.is_ascii_digit(),
+        })
+    })
+}
+
+const MAX_NOTE_CHARS: usize = 400;
+const MAX_NOTES: usize = 8;
+
+impl HardwareSpec {
+    /// Checks ranges and required fields; `stem` is the file name without `.toml`.
+    pub(crate) fn validate(&self, file: &str, stem: &str) -> Vec<Problem> {
+        let mut p = Problems::new(file);
+        if self.schema != SCHEMA_VERSION {
+            p.push(
+                "schema",
+                format!(
+                    "unsupported version {}; this ksearch reads {SCHEMA_VERSION}",
+                    self.schema
+                ),
+            );
+        }
+        if !valid_id(&self.name) {
+            p.push(
+                "name",
+                format!("'{}' must be lower case letters, digits and single dashes", self.name),
+            );
+        } else if self.name != stem {
+            p.push(
+                "name",
+                format!("'{}' must equal the file name ('{stem}.toml')", self.name),
+            );
+        }
+        for (field, value) in [
+            ("display_name", &self.display_name),
+            ("vendor", &self.vendor),
+            ("arch", &self.arch),
+            ("compute_unit", &self.compute_unit),
+        ] {
+            if value.trim().is_empty() {
+                p.push(field, "must not be empty");
+            }
+        }
+        if let Some(m) = &self.memory_type {
+            if m.trim().is_empty() {
+                p.push("memory_type", "must not be empty when given");
+            }
+        }
+        for (i, alias) in self.aliases.iter().enumerate() {
+            let n = normalize_name(alias);
+            if n.is_empty() {
+                p.push(format!("aliases[{i}]"), "must not be empty");
+            } else if n == self.name {
+                p.push(format!("aliases[{i}]"), format!("'{alias}' is the name itself"));
+            } else if self.aliases[..i].iter().any(|a| normalize_name(a) == n) {
+                p.push(format!("aliases[{i}]"), format!("'{alias}' repeats an earlier alias"));
+            }
+        }
+        if self.targets.is_empty() {
+            p.push("targets", "must name at least one of cpu, cuda, triton, metal");
+        }
+        for (i, t) in self.targets.iter().enumerate() {
+            let fits = match self.kind {
+                DeviceKind::Cpu => *t == TargetKind::Cpu,
+                DeviceKind::Gpu => *t != TargetKind::Cpu,
+            };
+            if !fits {
+                p.push(
+                    format!("targets[{i}]"),
+                    format!("a {} device cannot run '{t}' kernels", self.kind),
+                );
+            }
+            if self.targets[..i].contains(t) {
+                p.push(format!("targets[{i}]"), format!("'{t}' is listed twice"));
+            }
+        }
+        if self.notes.len() > MAX_NOTES {
+            p.push(
+                "notes",
+                format!(
+                    "at most {MAX_NOTES} notes (they go into prompts), got {}",
+                    self.notes.len()
+                ),
+            );
+        }
+        for (i, note) in self.notes.iter().enumerate() {
+            let n = note.chars().count();
+            if note.trim().is_empty() {
+                p.push(format!("notes[{i}]"), "must not be empty");
+            } else if n > MAX_NOTE_CHARS {
+                p.push(
+                    format!("notes[{i}]"),
+                    format!("{n} characters; at most {MAX_NOTE_CHARS} (notes go into prompts)"),
+                );
+            }
+        }
+        for meta in FIGURE_META {
+            if let Some(f) = self.figures.get(meta.key) {
+                validate_figure(&mut p, &format!("figures.{}", meta.key), meta, f);
+            }
+        }
+        let f = &self.figures;
+        let kb = |x: &Option<Figure>| x.as_ref().map(|f| f.value);
+        if let (Some(d), Some(m)) = (kb(&f.shared_mem_per_block_kb), kb(&f.shared_mem_per_block_max_kb)) {
+            if d > m {
+                p.push(
+                    "figures.shared_mem_per_block_kb",
+                    format!("default ({d} KB) exceeds the opt-in maximum ({m} KB)"),
+                );
+            }
+        }
+        if let (Some(m), Some(u)) = (kb(&f.shared_mem_per_block_max_kb), kb(&f.shared_mem_per_unit_kb)) {
+            if m > u {
+                p.push(
+                    "figures.shared_mem_per_block_max_kb",
+                    format!("per block ({m} KB) exceeds per compute unit ({u} KB)"),
+                );
+            }
+        }
+        if let (Some(b), Some(u)) = (kb(&f.max_threads_per_block), kb(&f.max_threads_per_unit)) {
+            if b > u {
+                p.push(
+                    "figures.max_threads_per_block",
+                    format!("per block ({b}) exceeds per compute unit ({u})"),
+                );
+            }
+        }
+        if self.kind == DeviceKind::Cpu {
+            for key in [
+                "shared_mem_per_block_kb",
+                "shared_mem_per_block_max_kb",
+                "shared_mem_per_unit_kb",
+            ] {
+                if self.figures.get(key).is_some() {
+                    p.push(format!("figures.{key}"), "a cpu has no shared memory");
+                }
+            }
+        }
+        for (i, m) in self.measured.iter().enumerate() {
+            let field = format!("measured[{i}]");
+            if m.what.trim().is_empty() {
+                p.push(format!("{field}.what"), "must not be empty");
+            }
+            if m.unit.trim().is_empty() {
+                p.push(format!("{field}.unit"), "must not be empty");
+            }
+            if !(m.value.is_finite() && m.value > 0.0) {
+                p.push(
+                    format!("{field}.value"),
+                    format!("must be a positive number, got {}", m.value),
+                );
+            }
+            if !has_date(&m.source) {
+                p.push(
+                    format!("{field}.source"),
+                    "must say where and when it was measured (a YYYY-MM-DD date)",
+                );
+            }
+        }
+        p.into_list()
+    }
+
+    /// The device's spec as compact markdown, for prompts. Deterministic.
+    pub fn to_markdown(&self) -> String {
+        let f = &self.figures;
+        let mut out = String::new();
+        let _ = writeln!(out, "## Target hardware: {} (`{}`)", self.display_name, self.name);
+        let targets: Vec<&str> = self.targets.iter().map(|t| t.as_str()).collect();
+        let _ = writeln!(
+            out,
+            "- {} {}, arch {}; kernels in: {}",
+            self.vendor,
+            self.kind,
+            self.arch,
+            targets.join(", ")
+        );
+
+        let mut memory = Vec::new();
+        if let Some(size) = &f.memory_gb {
+            let kind = self.memory_type.as_deref().map(|t| format!(" {t}")).unwrap_or_default();
+            memory.push(format!("{}{}", value_unit(size, "GB"), kind) + tag(size));
+        }
+        if let Some(bw) = &f.memory_bandwidth_gbs {
+            memory.push(format!("bandwidth {}{}", value_unit(bw, "GB/s"), tag(bw)));
+        }
+        if !memory.is_empty() {
+            let _ = writeln!(out, "- memory: {}", memory.join(", "));
+        }
+
+        let mut compute = Vec::new();
+        if let Some(x) = &f.fp32_tflops {
+            compute.push(format!("FP32 {}{}", value_unit(x, "TFLOP/s"), tag(x)));
+        }
+        let tensor: Vec<(&str, &Figure)> = [
+            ("TF32", &f.tensor_tf32_tflops),
+            ("FP16/BF16", &f.tensor_fp16_bf16_tflops),
+            ("FP8", &f.tensor_fp8_tflops),
+        ]
+        .into_iter()
+        .filter_map(|(l, x)| x.as_ref().map(|x| (l, x)))
+        .collect();
+        if !tensor.is_empty() {
+            compute.push(format!("tensor dense {}", group(&tensor, "TFLOP/s")));
+        }
+        if !compute.is_empty() {
+            let _ = writeln!(out, "- compute: {}", compute.join("; "));
+        }
+
+        if let Some(bw) = &f.memory_bandwidth_gbs {
+            let ridges: Vec<String> = [
+                ("FP32", &f.fp32_tflops),
+                ("tensor FP16/BF16", &f.tensor_fp16_bf16_tflops),
+            ]
+            .into_iter()
+            .filter_map(|(l, x)| x.as_ref().map(|x| format!("{l} {}", ridge(x.value, bw.value))))
+            .collect();
+            if !ridges.is_empty() {
+                let _ = writeln!(out, "- ridge point (peak FLOP per DRAM byte): {}", ridges.join(", "));
+            }
+        }
+
+        if !self.measured.is_empty() {
+            let items: Vec<String> = self
+                .measured
+                .iter()
+                .map(|m| format!("{} ~{} {}", m.what, num(m.value), m.unit))
+                .collect();
+            let _ = writeln!(out, "- measured on this device: {}", items.join("; "));
+        }
+
+        let unit = &self.compute_unit;
+        let mut par = Vec::new();
+        if let Some(n) = &f.compute_units {
+            let plural = if n.value == 1.0 { "" } else { "s" };
+            par.push(format!("{}{} {unit}{plural}{}", prefix(n), num(n.value), tag(n)));
+        }
+        if let Some(w) = &f.simd_width {
+            par.push(match self.kind {
+                DeviceKind::Gpu => format!("warp/SIMD-group {} threads{}", num(w.value), tag(w)),
+                DeviceKind::Cpu => format!("{} fp32 lanes per vector{}", num(w.value), tag(w)),
+            });
+        }
+        if let Some(v) = &f.vector_bits {
+            par.push(format!("vector registers {}-bit{}", num(v.value), tag(v)));
+        }
+        let threads: Vec<String> = [
+            (&f.max_threads_per_block, "block".to_string()),
+            (&f.max_threads_per_unit, unit.clone()),
+        ]
+        .into_iter()
+        .filter_map(|(x, per)| x.as_ref().map(|x| format!("{}/{per}{}", num(x.value), tag(x))))
+        .collect();
+        if !threads.is_empty() {
+            par.push(format!("max threads {}", threads.join(", ")));
+        }
+        let regs: Vec<String> = [
+            (&f.registers_per_thread_max, "thread".to_string()),
+            (&f.registers_per_unit, unit.clone()),
+        ]
+        .into_iter()
+        .filter_map(|(x, per)| x.as_ref().map(|x| format!("{}/{per}{}", num(x.value), tag(x))))
+        .collect();
+        if !regs.is_empty() {
+            par.push(format!("32-bit registers {}", regs.join(", ")));
+        }
+        if !par.is_empty() {
+            let _ = writeln!(out, "- {}", par.join("; "));
+        }
+
+        let mut mem = Vec::new();
+        let shared_name = if self.targets.contains(&TargetKind::Metal) {
+            "threadgroup memory"
+        } else {
+            "shared memory"
+        };
+        // Default and maximum per block are one figure when there is no opt-in (Apple GPUs).
+        let no_opt_in = matches!((&f.shared_mem_per_block_kb, &f.shared_mem_per_block_max_kb),
+            (Some(d), Some(m)) if d.value == m.value);
+        let (default_label, max) = if no_opt_in {
+            ("/block (no opt-in)", &None)
+        } else {
+            ("/block default", &f.shared_mem_per_block_max_kb)
+        };
+        let shared: Vec<String> = [
+            (&f.shared_mem_per_block_kb, default_label.to_string()),
+            (max, "/block max (opt-in)".to_string()),
+            (&f.shared_mem_per_unit_kb, format!("/{unit}")),
+        ]
+        .into_iter()
+        .filter_map(|(x, per)| x.as_ref().map(|x| format!("{}{per}{}", value_unit(x, "KB"), tag(x))))
+        .collect();
+        if !shared.is_empty() {
+            mem.push(format!("{shared_name} {}", shared.join(", ")));
+        }
+        if let Some(x) = &f.l1_kb {
+            mem.push(format!("L1d {}/{unit}{}", value_unit(x, "KB"), tag(x)));
+        }
+        if let Some(x) = &f.l2_per_core_kb {
+            mem.push(format!("L2 {}/{unit}{}", value_unit(x, "KB"), tag(x)));
+        }
+        if let Some(x) = &f.l2_mb {
+            mem.push(format!("L2 {}{}", value_unit(x, "MB"), tag(x)));
+        }
+        if let Some(x) = &f.cache_line_bytes {
+            mem.push(format!("cache line {}{}", value_unit(x, "B"), tag(x)));
+        }
+        if !mem.is_empty() {
+            let _ = writeln!(out, "- {}", mem.join("; "));
+        }
+        for note in &self.notes {
+            let _ = writeln!(out, "- {}", note.trim());
+        }
+        out
+    }
+
+    /// Every figure with its basis and source, as markdown (for `ksearch kb show`, not prompts).
+    pub fn sources_markdown(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "## Sources: {} (`{}`)", self.display_name, self.name);
+        for meta in FIGURE_META {
+            if let Some(f) = self.figures.get(meta.key) {
+                let unit = if meta.unit.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", meta.unit)
+                };
+                let largest = if f.up_to { ", largest configuration" } else { "" };
+                let _ = write!(
+                    out,
+                    "- {}: {}{unit} ({}{largest}): {}",
+                    meta.label,
+                    num(f.value),
+                    f.basis.as_str(),
+                    f.source.trim()
+                );
+                if let Some(note) = &f.note {
+                    let _ = write!(out, "; note: {}", note.trim());
+                }
+                out.push('\n');
+            }
+        }
+        for m in &self.measured {
+            let _ = writeln!(
+                out,
+                "- measured {}: {} {}: {}",
+                m.what,
+                num(m.value),
+                m.unit,
+                m.source.trim()
+            );
+        }
+        let missing: Vec<&str> = FIGURE_META
+            .iter()
+            .filter(|m| self.figures.get(m.key).is_none())
+            .map(|m| m.key)
+            .collect();
+        if !missing.is_empty() {
+            let _ = writeln!(
+                out,
+                "- not recorded (no reliable source, or not applicable): {}",
+                missing.join(", ")
+            );
+        }
+        out
+    }
+
+    /// True when `query` names this device (its name or an alias, after [`normalize_name`]).
+    pub fn answers_to(&self, query: &str) -> bool {
+        let q = normalize_name(query);
+        self.name == q || self.aliases.iter().any(|a| normalize_name(a) == q)
+    }
+}
+
+fn validate_figure(p: &mut Problems, field: &str, meta: &FigureMeta, f: &Figure) {
+    let v = f.value;
+    if !v.is_finite() {
+        p.push(format!("{field}.value"), "must be a finite number");
+    } else if v < meta.min || v > meta.max {
+        p.push(
+            format!("{field}.value"),
+            format!(
+                "{v} is outside the plausible range {}..={}",
+                num(meta.min),
+                num(meta.max)
+            ),
+        );
+    } else if meta.integer && v.fract() != 0.0 {
+        p.push(format!("{field}.value"), format!("must be a whole number, got {v}"));
+    }
+    let power_of_two = matches!(meta.key, "simd_width" | "vector_bits" | "cache_line_bytes");
+    if power_of_two && v.is_finite() && v >= 1.0 && v.fract() == 0.0 && !(v as u64).is_power_of_two() {
+        p.push(format!("{field}.value"), format!("must be a power of two, got {v}"));
+    }
+    if f.source.trim().is_empty() {
+        p.push(format!("{field}.source"), "must say where the figure comes from");
+    } else if f.basis == Basis::Measured && !has_date(&f.source) {
+        p.push(
+            format!("{field}.source"),
+            "a measured figure must say where and when (a YYYY-MM-DD date)",
+        );
+    }
+    if let Some(note) = &f.note {
+        if note.trim().is_empty() {
+            p.push(format!("{field}.note"), "must not be empty when given");
+        }
+    }
+}
+
+/// Numbers as the data wrote them: `4800`, `494.5`, `0.55` (shortest round-trip form).
+pub(crate) fn num(v: f64) -> String {
+    format!("{v}")
+}
+
+fn value_unit(f: &Figure, unit: &str) -> String {
+    format!("{}{} {unit}", prefix(f), num(f.value))
+}
+
+fn prefix(f: &Figure) -> &'static str {
+    if f.up_to {
+        "up to "
+    } else if f.basis == Basis::Typical {
+        "~"
+    } else {
+        ""
+    }
+}
+
+fn tag(f: &Figure) -> &'static str {
+    match f.basis {
+        Basis::VendorPeak => " (peak)",
+        Basis::Typical => " (typical)",
+        Basis::VendorSpec | Basis::Measured => "",
+    }
+}
+
+/// `TF32 494.5, FP16/BF16 989.5 TFLOP/s (peak)`: one unit and, when all share it, one tag.
+fn group(items: &[(&str, &Figure)], unit: &str) -> String {
+    let same = items.windows(2).all(|w| w[0].1.basis == w[1].1.basis);
+    let parts: Vec<String> = items
+        .iter()
+        .map(|(label, f)| {
+            let t = if same { "" } else { tag(f) };
+            format!("{label} {}{t}", num(f.value))
+        })
+        .collect();
+    let t = if same { tag(items[0].1) } else { "" };
+    format!("{} {unit}{t}", parts.join(", "))
+}
+
+/// FLOP per byte at which a kernel stops being memory-bound: TFLOP/s over GB/s.
+fn ridge(tflops: f64, gbs: f64) -> String {
+    let r = tflops * 1000.0 / gbs;
+    if r >= 10.0 {
+        format!("{}", r.round())
+    } else {
+        format!("{:.1}", r)
+    }
+}
