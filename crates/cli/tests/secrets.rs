@@ -23,7 +23,7 @@ fn start_echoing_server() -> SocketAddr {
                     let calls = calls.clone();
                     async move {
                         let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-                        if calls.fetch_add(1, Ordering::SeqCst) % 2 == 0 {
+                        if calls.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) {
                             let err = serde_json::json!({"error": {"message": format!("upstream hiccup for {auth}")}});
                             return (axum::http::StatusCode::INTERNAL_SERVER_ERROR, axum::Json(err));
                         }
