@@ -11,6 +11,7 @@
 mod definition;
 mod dtype;
 mod error;
+mod knobs;
 mod solution;
 mod task;
 mod task_config;
@@ -19,6 +20,7 @@ mod workload;
 pub use definition::{Axis, Definition, TensorSpec};
 pub use dtype::{DType, Tolerance};
 pub use error::{Problem, SpecError};
+pub use knobs::{Assignment, Constraint, KernelTemplate, Knob, KnobSpace, KnobValue};
 pub use solution::{check_source_path, language_of, BuildSpec, Solution, SourceFile};
 pub use task::{builtin_names, Task, TaskOrigin};
 pub use task_config::{

@@ -2,6 +2,7 @@
 
 use crate::definition::Definition;
 use crate::error::SpecError;
+use crate::knobs::{KernelTemplate, KnobSpace};
 use crate::solution::SourceFile;
 use crate::task_config::TaskConfig;
 use crate::workload::{parse_workloads, Workload};
@@ -26,6 +27,8 @@ pub struct Task {
     pub config: TaskConfig,
     /// The seed kernel named by `[kernel].seed`, if any.
     pub seed: Option<SourceFile>,
+    /// The kernel template and its knobs (`[kernel].template` and `.knobs`), for the tuner.
+    pub template: Option<KernelTemplate>,
 }
 
 impl Task {
@@ -117,13 +120,29 @@ impl Task {
             }
             None => None,
         };
-        Ok(Task {
-            origin,
-            definition,
-            workloads,
-            config,
-            seed,
-        })
+        let template = match (&config.kernel.template, &config.kernel.knobs) {
+            (None, None) => None,
+            (Some(t), Some(k)) => {
+                let missing = |rel: &str| {
+                    SpecError::one(display("task.toml"), "kernel", format!("'{rel}' does not exist in the task folder"))
+                };
+                let source = read(t)?.ok_or_else(|| missing(t))?;
+                let space = KnobSpace::parse(&display(k), &read(k)?.ok_or_else(|| missing(k))?)?;
+                let name = Path::new(t).file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+                let file = name.strip_suffix(".j2").unwrap_or(&name).to_string();
+                let template = KernelTemplate { file, source, space };
+                template.validate(&display(t))?;
+                Some(template)
+            }
+            _ => {
+                return Err(SpecError::one(
+                    display("task.toml"),
+                    "kernel",
+                    "`template` and `knobs` go together: give both or neither",
+                ))
+            }
+        };
+        Ok(Task { origin, definition, workloads, config, seed, template })
     }
 
     /// How to name one of this task's files in messages.

@@ -140,6 +140,10 @@ pub struct KernelConfig {
     pub openmp: bool,
     /// The naive starting kernel, relative to the task folder.
     pub seed: Option<String>,
+    /// A kernel template for the knob tuner (docs/templates.md), relative to the task folder.
+    pub template: Option<String>,
+    /// Its knob file.
+    pub knobs: Option<String>,
 }
 
 impl Default for KernelConfig {
@@ -149,6 +153,8 @@ impl Default for KernelConfig {
             entry: None,
             openmp: false,
             seed: None,
+            template: None,
+            knobs: None,
         }
     }
 }
