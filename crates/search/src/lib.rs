@@ -2,4 +2,5 @@
 //! planner through validated edit scripts), and the engine that drives rounds and cycles.
 
 pub mod engine;
+pub mod tuner;
 pub mod world_model;
