@@ -5,7 +5,7 @@
 
 use crate::brains::BrainSpec;
 use crate::driver::answer_format;
-use crate::run_cmd::{drive, load_events};
+use crate::run_cmd::{drive, drive_quietly, load_events, Outcome};
 use anyhow::{bail, Context};
 use ksearch_llm::LlmConfig;
 use ksearch_search::engine::{Engine, Event, Request};
@@ -78,8 +78,8 @@ pub(crate) fn request_json(request: &Request) -> serde_json::Value {
     })
 }
 
-/// Records `text` as the answer to `request_id` and lets the run continue to the next request
-/// for the agent. Returns the JSON outcome (also used by the MCP server).
+/// Records `text` as the answer to `request_id` (also used by the MCP server). The run goes on
+/// with [`continue_run`] or [`continue_quietly`].
 pub(crate) fn submit_answer(run_dir: &Path, request_id: &str, text: String) -> anyhow::Result<()> {
     let (store, mut engine, request) = pending_for_agent(run_dir)?;
     let pending_id = request.id().unwrap_or_default().to_string();
@@ -182,9 +182,28 @@ pub(crate) fn run(command: &AgentCommand) -> anyhow::Result<u8> {
 
 /// Serves everything ksearch can serve itself (evaluations) up to the next agent request.
 pub(crate) fn continue_run(run_dir: &Path, json_out: bool) -> anyhow::Result<u8> {
+    let (store, task) = open_with_task(run_dir)?;
+    drive(
+        run_dir,
+        store,
+        &task,
+        &BrainSpec::Agent,
+        &LlmConfig::default(),
+        json_out,
+    )
+}
+
+/// Like [`continue_run`], but returns the outcome instead of printing it (for the MCP server);
+/// progress goes to stderr unless `quiet`.
+pub(crate) fn continue_quietly(run_dir: &Path, quiet: bool) -> anyhow::Result<Outcome> {
+    let (store, task) = open_with_task(run_dir)?;
+    drive_quietly(run_dir, store, &task, &BrainSpec::Agent, &LlmConfig::default(), quiet)
+}
+
+/// The run's store and the task it records.
+fn open_with_task(run_dir: &Path) -> anyhow::Result<(RunStore, Task)> {
     let store = RunStore::open(run_dir)?;
     let task_arg: String = serde_json::from_value(store.meta("task")?.context("the run has no recorded task")?)?;
     let task = Task::load(&task_arg).with_context(|| format!("the run's task '{task_arg}'"))?;
-    let llm_config = LlmConfig::default();
-    drive(run_dir, store, &task, &BrainSpec::Agent, &llm_config, json_out)
+    Ok((store, task))
 }

@@ -7,6 +7,7 @@ mod brief;
 mod driver;
 mod eval_cmd;
 mod format;
+mod mcp_cmd;
 mod run_cmd;
 mod show_cmd;
 mod summary;
@@ -45,6 +46,8 @@ enum Command {
     /// Agent mode: read the pending request of a run, or answer it.
     #[command(subcommand)]
     Agent(agent_cmd::AgentCommand),
+    /// Agent mode as MCP tools over stdio, for coding agents (Claude Code, Codex, Cursor, ...).
+    Mcp(mcp_cmd::McpArgs),
 }
 
 /// Exit codes of the command-line contract.
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
         Command::Resume(args) => run_cmd::resume(&args),
         Command::Show(args) => show_cmd::run(&args),
         Command::Agent(command) => agent_cmd::run(&command),
+        Command::Mcp(args) => mcp_cmd::run(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

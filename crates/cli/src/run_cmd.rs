@@ -84,30 +84,11 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
             None,
         )?,
     };
-    let run_dir = args
-        .out
-        .clone()
-        .unwrap_or_else(|| default_run_dir(&task.definition.name));
-    let store = RunStore::create(&run_dir)?;
-    let run_seed = args.seed.unwrap_or_else(crate::eval_cmd::fresh_seed);
-    // The task argument is kept as given for built-ins, absolute for folders, so resume finds it.
-    let task_arg = match Path::new(&args.task).canonicalize() {
-        Ok(p) if Path::new(&args.task).exists() => p.display().to_string(),
-        _ => args.task.clone(),
-    };
-    store.set_meta("task", &json!(task_arg))?;
-    store.set_meta("brain", &serde_json::to_value(&brain)?)?;
-    store.set_meta("run_seed", &json!(run_seed))?;
-    store.set_meta("ksearch_version", &json!(env!("CARGO_PKG_VERSION")))?;
-    let config = EngineConfig {
-        rounds: args.rounds,
-        ..EngineConfig::default()
-    };
-    let started = Event::Started {
-        task: task_brief(&task, String::new()),
-        config,
-    };
-    store.append_event(started.kind(), &serde_json::to_value(&started)?)?;
+    let NewRun {
+        run_dir,
+        store,
+        run_seed,
+    } = create_run(&args.task, &task, &brain, args.rounds, args.out.clone(), args.seed)?;
     if args.json {
         // Scripts learn the directory before anything long happens.
         eprintln!("run directory: {}", run_dir.display());
@@ -121,6 +102,52 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
         );
     }
     drive(&run_dir, store, &task, &brain, &llm_config, args.json)
+}
+
+/// A run directory just created, its store, and the seed of its evaluations.
+pub(crate) struct NewRun {
+    pub run_dir: PathBuf,
+    pub store: RunStore,
+    pub run_seed: u64,
+}
+
+/// Creates the run directory (`out`, or `runs/TASK-DATE-TIME`) and its store, records what the
+/// run needs to be resumed (task, brain, seed, version) and appends the `started` event. Prints
+/// nothing. `task_arg` is the task as the user gave it (a built-in name or a folder).
+pub(crate) fn create_run(
+    task_arg: &str,
+    task: &Task,
+    brain: &BrainSpec,
+    rounds: u32,
+    out: Option<PathBuf>,
+    seed: Option<u64>,
+) -> anyhow::Result<NewRun> {
+    let run_dir = out.unwrap_or_else(|| default_run_dir(&task.definition.name));
+    let store = RunStore::create(&run_dir)?;
+    let run_seed = seed.unwrap_or_else(crate::eval_cmd::fresh_seed);
+    // The task argument is kept as given for built-ins, absolute for folders, so resume finds it.
+    let recorded_task = match Path::new(task_arg).canonicalize() {
+        Ok(p) if Path::new(task_arg).exists() => p.display().to_string(),
+        _ => task_arg.to_string(),
+    };
+    store.set_meta("task", &json!(recorded_task))?;
+    store.set_meta("brain", &serde_json::to_value(brain)?)?;
+    store.set_meta("run_seed", &json!(run_seed))?;
+    store.set_meta("ksearch_version", &json!(env!("CARGO_PKG_VERSION")))?;
+    let config = EngineConfig {
+        rounds,
+        ..EngineConfig::default()
+    };
+    let started = Event::Started {
+        task: task_brief(task, String::new()),
+        config,
+    };
+    store.append_event(started.kind(), &serde_json::to_value(&started)?)?;
+    Ok(NewRun {
+        run_dir,
+        store,
+        run_seed,
+    })
 }
 
 pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<u8> {

@@ -15,7 +15,10 @@ fn start_echoing_server() -> SocketAddr {
     let calls = Arc::new(AtomicUsize::new(0));
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async move {
             let app = axum::Router::new().route(
                 "/v1/chat/completions",
@@ -65,8 +68,20 @@ fn a_key_echoed_by_the_server_is_nowhere_in_the_run() {
     let run_dir = work.path().join("run");
     let r = ksearch_in(
         work.path(),
-        &["run", fixture("tiny_softmax").to_str().unwrap(), "--llm", "echo", "--rounds", "1", "--out", run_dir.to_str().unwrap()],
-        &[("KSEARCH_TEST_KEY", KEY), ("XDG_CONFIG_HOME", work.path().to_str().unwrap())],
+        &[
+            "run",
+            fixture("tiny_softmax").to_str().unwrap(),
+            "--llm",
+            "echo",
+            "--rounds",
+            "1",
+            "--out",
+            run_dir.to_str().unwrap(),
+        ],
+        &[
+            ("KSEARCH_TEST_KEY", KEY),
+            ("XDG_CONFIG_HOME", work.path().to_str().unwrap()),
+        ],
     );
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert!(!r.stdout.contains(KEY) && !r.stderr.contains(KEY));

@@ -123,7 +123,10 @@ impl KnobSpace {
                 (Some(v), None) => v.clone(),
                 (None, Some(r)) => {
                     if r.step <= 0 || r.min > r.max {
-                        p.push(format!("{at}.range"), format!("needs step > 0 and min <= max, got {r:?}"));
+                        p.push(
+                            format!("{at}.range"),
+                            format!("needs step > 0 and min <= max, got {r:?}"),
+                        );
                         continue;
                     }
                     let n = ((r.max - r.min) / r.step + 1) as usize;
@@ -143,20 +146,35 @@ impl KnobSpace {
                 continue;
             }
             if let Some(odd) = values.iter().find(|v| v.kind() != values[0].kind()) {
-                p.push(format!("{at}.values"), format!("mixes {} and {} values ({odd})", values[0].kind(), odd.kind()));
+                p.push(
+                    format!("{at}.values"),
+                    format!("mixes {} and {} values ({odd})", values[0].kind(), odd.kind()),
+                );
             }
             if values.iter().enumerate().any(|(j, v)| values[..j].contains(v)) {
                 p.push(format!("{at}.values"), "lists a value twice");
             }
             if !values.contains(&k.default) {
-                p.push(format!("{at}.default"), format!("{} is not one of the values", k.default));
+                p.push(
+                    format!("{at}.default"),
+                    format!("{} is not one of the values", k.default),
+                );
             }
-            knobs.push(Knob { name: k.name.clone(), values, default: k.default.clone(), tags: k.tags.clone(), help: k.help.clone() });
+            knobs.push(Knob {
+                name: k.name.clone(),
+                values,
+                default: k.default.clone(),
+                tags: k.tags.clone(),
+                help: k.help.clone(),
+            });
         }
         if raw.knob.is_empty() {
             p.push("knob", "declares no knob");
         }
-        let space = KnobSpace { knobs, constraints: raw.constraint };
+        let space = KnobSpace {
+            knobs,
+            constraints: raw.constraint,
+        };
         for (i, c) in space.constraints.iter().enumerate() {
             if let Err(e) = evalexpr::build_operator_tree(&hw_names(&c.expr)) {
                 p.push(format!("constraint[{i}].expr"), format!("does not parse: {e}"));
@@ -210,7 +228,9 @@ impl KnobSpace {
     /// Assignments that differ from `a` in knob `name` only, by one step either way.
     pub fn neighbours(&self, a: &Assignment, name: &str) -> Vec<Assignment> {
         let Some(knob) = self.knob(name) else { return Vec::new() };
-        let Some(pos) = a.get(name).and_then(|v| knob.values.iter().position(|x| x == v)) else { return Vec::new() };
+        let Some(pos) = a.get(name).and_then(|v| knob.values.iter().position(|x| x == v)) else {
+            return Vec::new();
+        };
         let mut out = Vec::new();
         for j in [pos.checked_sub(1), Some(pos + 1)].into_iter().flatten() {
             if let Some(v) = knob.values.get(j) {
@@ -227,7 +247,12 @@ impl KnobSpace {
         let mut out = Vec::new();
         let mut idx = vec![0usize; self.knobs.len()];
         loop {
-            let a: Assignment = self.knobs.iter().zip(&idx).map(|(k, &i)| (k.name.clone(), k.values[i].clone())).collect();
+            let a: Assignment = self
+                .knobs
+                .iter()
+                .zip(&idx)
+                .map(|(k, &i)| (k.name.clone(), k.values[i].clone()))
+                .collect();
             if self.check(&a, hw).is_ok() {
                 out.push(a);
                 if out.len() >= limit {
@@ -260,8 +285,11 @@ impl KernelTemplate {
     /// Checks that the template parses and uses no variable other than the knobs and `hw`.
     pub fn validate(&self, file: &str) -> Result<(), SpecError> {
         let mut env = minijinja::Environment::new();
-        env.add_template("kernel", &self.source).map_err(|e| SpecError::one(file, "", format!("does not parse: {e}")))?;
-        let template = env.get_template("kernel").map_err(|e| SpecError::one(file, "", e.to_string()))?;
+        env.add_template("kernel", &self.source)
+            .map_err(|e| SpecError::one(file, "", format!("does not parse: {e}")))?;
+        let template = env
+            .get_template("kernel")
+            .map_err(|e| SpecError::one(file, "", e.to_string()))?;
         let mut p = Problems::new(file);
         let mut undeclared: Vec<String> = template.undeclared_variables(false).into_iter().collect();
         undeclared.sort();
@@ -275,7 +303,10 @@ impl KernelTemplate {
 }
 
 fn is_jinja_global(name: &str) -> bool {
-    matches!(name, "range" | "loop" | "true" | "false" | "none" | "namespace" | "dict" | "debug")
+    matches!(
+        name,
+        "range" | "loop" | "true" | "false" | "none" | "namespace" | "dict" | "debug"
+    )
 }
 
 #[cfg(test)]
@@ -325,7 +356,10 @@ reason = "the tile must fit"
         let n = s.neighbours(&d, "unroll");
         assert_eq!(n.len(), 1);
         assert_eq!(n[0]["unroll"], KnobValue::Int(2));
-        assert!(s.check(&d, &IndexMap::new()).unwrap_err().contains("cannot be evaluated"));
+        assert!(s
+            .check(&d, &IndexMap::new())
+            .unwrap_err()
+            .contains("cannot be evaluated"));
     }
 
     #[test]
@@ -346,9 +380,20 @@ reason = "the tile must fit"
     #[test]
     fn templates_may_use_only_their_knobs() {
         let space = KnobSpace::parse("knobs.toml", KNOBS).unwrap();
-        let ok = KernelTemplate { file: "k.c".into(), source: "{% for i in range(unroll) %}x{% endfor %}{{ block }}{{ hw.l1_kb }}".into(), space: space.clone() };
+        let ok = KernelTemplate {
+            file: "k.c".into(),
+            source: "{% for i in range(unroll) %}x{% endfor %}{{ block }}{{ hw.l1_kb }}".into(),
+            space: space.clone(),
+        };
         ok.validate("k.c.j2").unwrap();
-        let bad = KernelTemplate { file: "k.c".into(), source: "{{ blocks }}".into(), space };
-        assert_eq!(bad.validate("k.c.j2").unwrap_err().to_string(), "k.c.j2: uses `blocks`, which is not a declared knob");
+        let bad = KernelTemplate {
+            file: "k.c".into(),
+            source: "{{ blocks }}".into(),
+            space,
+        };
+        assert_eq!(
+            bad.validate("k.c.j2").unwrap_err().to_string(),
+            "k.c.j2: uses `blocks`, which is not a declared knob"
+        );
     }
 }

@@ -124,11 +124,18 @@ impl Task {
             (None, None) => None,
             (Some(t), Some(k)) => {
                 let missing = |rel: &str| {
-                    SpecError::one(display("task.toml"), "kernel", format!("'{rel}' does not exist in the task folder"))
+                    SpecError::one(
+                        display("task.toml"),
+                        "kernel",
+                        format!("'{rel}' does not exist in the task folder"),
+                    )
                 };
                 let source = read(t)?.ok_or_else(|| missing(t))?;
                 let space = KnobSpace::parse(&display(k), &read(k)?.ok_or_else(|| missing(k))?)?;
-                let name = Path::new(t).file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+                let name = Path::new(t)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().to_string())
+                    .unwrap_or_default();
                 let file = name.strip_suffix(".j2").unwrap_or(&name).to_string();
                 let template = KernelTemplate { file, source, space };
                 template.validate(&display(t))?;
@@ -142,7 +149,14 @@ impl Task {
                 ))
             }
         };
-        Ok(Task { origin, definition, workloads, config, seed, template })
+        Ok(Task {
+            origin,
+            definition,
+            workloads,
+            config,
+            seed,
+            template,
+        })
     }
 
     /// How to name one of this task's files in messages.
