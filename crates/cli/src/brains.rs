@@ -28,12 +28,15 @@ pub(crate) enum BrainSpec {
     },
     /// An external agent answers both roles (`ksearch agent next|submit`, or `ksearch mcp`).
     Agent,
+    /// The knob tuner answers both roles from the task's kernel template; no LLM.
+    Tuner,
 }
 
-/// The clients of the two roles; `None` where an external agent answers.
+/// The clients of the two roles; `None` where an external agent or the tuner answers.
 pub(crate) struct Brains {
     pub planner: Option<LlmClient>,
     pub coder: Option<LlmClient>,
+    pub tuner: Option<ksearch_search::tuner::Tuner>,
 }
 
 impl BrainSpec {
@@ -53,8 +56,8 @@ impl BrainSpec {
             let spec: BrainSpec = serde_json::from_value(meta).context("the recorded brain is unreadable")?;
             let (planner, coder) = match spec {
                 BrainSpec::Llm { planner, coder, .. } | BrainSpec::Replay { planner, coder, .. } => (planner, coder),
-                BrainSpec::Agent => bail!(
-                    "--brain replay:{}: that run was answered by an agent; its answers replay through its event log \
+                BrainSpec::Agent | BrainSpec::Tuner => bail!(
+                    "--brain replay:{}: that run was answered by an agent or the tuner; its answers replay through its event log \
                      (`ksearch show`), not as an LLM",
                     dir.display()
                 ),
@@ -86,11 +89,23 @@ impl BrainSpec {
 
     /// Builds the clients. `store` is the run's own store: its recorded exchanges count against
     /// the budget, so a resumed run keeps its limits.
-    pub(crate) fn build(&self, config: &LlmConfig, store: &RunStore) -> anyhow::Result<Brains> {
+    pub(crate) fn build(
+        &self,
+        config: &LlmConfig,
+        store: &RunStore,
+        task: &ksearch_spec::Task,
+    ) -> anyhow::Result<Brains> {
+        if *self == BrainSpec::Tuner {
+            return Ok(Brains {
+                planner: None,
+                coder: None,
+                tuner: Some(crate::knowledge::tuner(task)?),
+            });
+        }
         let prices = Arc::new(PriceTable::new(&config.prices));
         let mut budget = Budget::new(match self {
             BrainSpec::Llm { budget, .. } => *budget,
-            BrainSpec::Replay { .. } | BrainSpec::Agent => BudgetLimits::default(),
+            BrainSpec::Replay { .. } | BrainSpec::Agent | BrainSpec::Tuner => BudgetLimits::default(),
         });
         for x in store.exchanges()? {
             if x.answer.is_some() && !x.from_cache {
@@ -126,6 +141,7 @@ impl BrainSpec {
                         budget,
                         None,
                     )),
+                    tuner: None,
                 })
             }
             BrainSpec::Replay { from, planner, coder } => {
@@ -159,11 +175,13 @@ impl BrainSpec {
                         budget,
                         None,
                     )),
+                    tuner: None,
                 })
             }
-            BrainSpec::Agent => Ok(Brains {
+            BrainSpec::Agent | BrainSpec::Tuner => Ok(Brains {
                 planner: None,
                 coder: None,
+                tuner: None,
             }),
         }
     }
@@ -179,6 +197,7 @@ impl BrainSpec {
             }
             BrainSpec::Replay { from, .. } => format!("replay of {}", from.display()),
             BrainSpec::Agent => "an external agent".to_string(),
+            BrainSpec::Tuner => "the knob tuner".to_string(),
         }
     }
 }

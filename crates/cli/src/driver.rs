@@ -97,6 +97,9 @@ impl Driver<'_> {
                         reason,
                     });
                 }
+                Request::Plan { .. } | Request::Code { .. } if self.brains.tuner.is_some() => {
+                    self.tuner_event(&request)?
+                }
                 Request::Plan { id, plan, messages } => {
                     let Some(client) = &self.brains.planner else {
                         return self.await_agent(&request);
@@ -183,6 +186,34 @@ impl Driver<'_> {
         })
     }
 
+    /// The tuner's answer, recorded like an LLM exchange so the run's history is complete.
+    fn tuner_event(&self, request: &Request) -> anyhow::Result<Event> {
+        let Some(tuner) = &self.brains.tuner else {
+            anyhow::bail!("no tuner")
+        };
+        let id = request.id().unwrap_or_default().to_string();
+        let answer = tuner.answer(&self.engine, request);
+        self.store.record_exchange(&ExchangeRow {
+            request_id: Some(id.clone()),
+            role: request.role().to_string(),
+            provider: "tuner".into(),
+            model: "tuner".into(),
+            answer: answer.as_ref().ok().map(|t| serde_json::json!({"text": t})),
+            error: answer.as_ref().err().cloned(),
+            attempts: 1,
+            ..Default::default()
+        })?;
+        Ok(match (answer, request) {
+            (Ok(text), Request::Plan { .. }) => Event::PlannerAnswered { request_id: id, text },
+            (Ok(text), _) => Event::CoderAnswered { request_id: id, text },
+            (Err(error), _) => Event::RequestFailed {
+                request_id: id,
+                error,
+                fatal: true,
+            },
+        })
+    }
+
     /// Leaves an LLM request pending in the store for an external agent and stops.
     fn await_agent(&self, request: &Request) -> anyhow::Result<Stopped> {
         let id = request.id().unwrap_or_default().to_string();
@@ -212,11 +243,17 @@ impl Driver<'_> {
                 .best()
                 .map(|b| format!("best {:.2}x (candidate {})", b.speedup().unwrap_or(0.0), b.id))
                 .unwrap_or_else(|| "no passing candidate yet".into());
-            let round = c.map(|c| c.round).unwrap_or(0);
+            // A final re-measurement is labelled as such, not as the round that produced it.
+            let is_final = c.is_some_and(|c| c.final_result.as_ref() == Some(summary));
+            let round = match c {
+                Some(_) if is_final => "final".to_string(),
+                Some(c) => c.round.to_string(),
+                None => "-".to_string(),
+            };
             let node = c.map(|c| c.node_id.as_str()).unwrap_or("-");
             if !self.quiet {
                 eprintln!(
-                    "round {round:>3}  node {node:<6} candidate {candidate_id:<4} {:<60}  {best}",
+                    "round {round:>5}  node {node:<6} candidate {candidate_id:<4} {:<60}  {best}",
                     ksearch_search::engine::verdict(summary)
                         .chars()
                         .take(60)

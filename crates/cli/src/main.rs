@@ -7,6 +7,7 @@ mod brief;
 mod driver;
 mod eval_cmd;
 mod format;
+mod knowledge;
 mod mcp_cmd;
 mod run_cmd;
 mod show_cmd;

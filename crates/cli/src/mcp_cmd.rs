@@ -11,13 +11,12 @@ use crate::brains::BrainSpec;
 use crate::run_cmd::{create_run, drive_quietly, NewRun};
 use anyhow::{bail, Context};
 use ksearch_llm::LlmConfig;
-use ksearch_spec::{builtin_names, Task};
+use ksearch_spec::Task;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{schemars, tool, tool_handler, tool_router, ServerHandler, ServiceExt};
 use serde::Deserialize;
-use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -175,19 +174,7 @@ impl ServerHandler for KsearchMcp {
 }
 
 fn list_tasks() -> anyhow::Result<serde_json::Value> {
-    let mut list = Vec::new();
-    for name in builtin_names() {
-        let t = Task::load_builtin(&name).with_context(|| format!("built-in task '{name}' is broken"))?;
-        list.push(json!({
-            "name": t.definition.name,
-            "op_type": t.definition.op_type,
-            "workloads": t.workloads.len(),
-            "language": t.config.kernel.language,
-            "targets": t.config.targets,
-            "description": t.definition.description,
-        }));
-    }
-    Ok(json!({ "tasks": list }))
+    crate::tasks_cmd::tasks_json()
 }
 
 fn start_search(args: StartSearchArgs) -> anyhow::Result<serde_json::Value> {
@@ -219,22 +206,8 @@ fn start_search(args: StartSearchArgs) -> anyhow::Result<serde_json::Value> {
     Ok(drive_quietly(&run_dir, store, &task, &brain, &LlmConfig::default(), false)?.json)
 }
 
-/// `ksearch show RUN_DIR --json`, run as a child so the JSON is exactly the command's.
 fn show_run(run_dir: &Path) -> anyhow::Result<serde_json::Value> {
-    let exe = std::env::current_exe().context("cannot find the ksearch executable")?;
-    let out = std::process::Command::new(exe)
-        .arg("show")
-        .arg(run_dir)
-        .arg("--json")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .context("cannot run `ksearch show`")?;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let message = stderr.trim();
-        bail!("{}", message.strip_prefix("error: ").unwrap_or(message));
-    }
-    serde_json::from_slice(&out.stdout).context("`ksearch show --json` printed something that is not JSON")
+    crate::show_cmd::show_json(run_dir)
 }
 
 /// The JSON-RPC channel's writer. On Unix: a copy of stdout, with fd 1 then pointed at stderr.

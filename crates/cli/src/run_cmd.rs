@@ -29,7 +29,8 @@ pub(crate) struct RunArgs {
     /// The coder's model, if it differs from --llm.
     #[arg(long, value_name = "PROVIDER:MODEL")]
     coder_llm: Option<String>,
-    /// Another source of answers: `agent` (an external coding agent answers through
+    /// Another source of answers: `tuner` (the knob tuner: no LLM, the task's kernel template;
+    /// the default when no LLM is configured), `agent` (an external coding agent answers through
     /// `ksearch agent next|submit` or `ksearch mcp`), or `replay:RUN_DIR` (a recorded run).
     #[arg(long, value_name = "BRAIN")]
     brain: Option<String>,
@@ -72,17 +73,30 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let llm_config = LlmConfig::load(Path::new("."))?;
     let brain = match args.brain.as_deref() {
         Some("agent") => BrainSpec::Agent,
+        Some("tuner") => BrainSpec::Tuner,
         Some(b) => match b.strip_prefix("replay:") {
             Some(dir) => BrainSpec::from_args(&llm_config, None, None, None, Some(&PathBuf::from(dir)))?,
-            None => bail!("--brain {b}: expected `agent` or `replay:RUN_DIR` (the knob tuner is not available yet)"),
+            None => bail!("--brain {b}: expected `tuner`, `agent` or `replay:RUN_DIR`"),
         },
-        None => BrainSpec::from_args(
-            &llm_config,
-            args.llm.as_deref(),
-            args.planner_llm.as_deref(),
-            args.coder_llm.as_deref(),
-            None,
-        )?,
+        None => {
+            let llm_given = args.llm.is_some() || args.planner_llm.is_some() || args.coder_llm.is_some();
+            let llm_configured = llm_config.roles.planner.is_some() || llm_config.roles.coder.is_some();
+            if !llm_given && !llm_configured && task.template.is_some() {
+                // No LLM anywhere: the knob tuner is the brain that needs none.
+                if !args.json {
+                    eprintln!("no LLM configured (--llm or [roles] in ksearch.toml): searching with the knob tuner");
+                }
+                BrainSpec::Tuner
+            } else {
+                BrainSpec::from_args(
+                    &llm_config,
+                    args.llm.as_deref(),
+                    args.planner_llm.as_deref(),
+                    args.coder_llm.as_deref(),
+                    None,
+                )?
+            }
+        }
     };
     let NewRun {
         run_dir,
@@ -138,10 +152,18 @@ pub(crate) fn create_run(
         rounds,
         ..EngineConfig::default()
     };
-    let started = Event::Started {
-        task: task_brief(task, String::new()),
-        config,
-    };
+    let kb = crate::knowledge::kb()?;
+    let mut brief = task_brief(task, crate::knowledge::prompt_slice(&kb, task)?);
+    if *brain == BrainSpec::Tuner {
+        // The tuner starts from its template's all-defaults configuration.
+        let tuner = crate::knowledge::tuner(task)?;
+        brief.default_file = tuner.file().to_string();
+        brief.seed = Some(vec![ksearch_search::engine::Source {
+            path: tuner.file().to_string(),
+            content: tuner.seed().map_err(anyhow::Error::msg)?,
+        }]);
+    }
+    let started = Event::Started { task: brief, config };
     store.append_event(started.kind(), &serde_json::to_value(&started)?)?;
     Ok(NewRun {
         run_dir,
@@ -201,7 +223,7 @@ pub(crate) fn drive_quietly(
 ) -> anyhow::Result<Outcome> {
     let events = load_events(&store)?;
     let engine = Engine::replay(&events).context("the run's event log does not replay")?;
-    let brains = brain.build(llm_config, &store)?;
+    let brains = brain.build(llm_config, &store, task)?;
     let run_seed: u64 = serde_json::from_value(store.meta("run_seed")?.unwrap_or(json!(0)))?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -224,7 +246,7 @@ pub(crate) fn drive_quietly(
     });
     let recorded = match brain {
         BrainSpec::Replay { from, .. } => Some(crate::driver::recorded_evaluations(&RunStore::open(from)?)?),
-        BrainSpec::Llm { .. } | BrainSpec::Agent => None,
+        BrainSpec::Llm { .. } | BrainSpec::Agent | BrainSpec::Tuner => None,
     };
     let mut driver = Driver {
         store: &store,

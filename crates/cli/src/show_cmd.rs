@@ -6,7 +6,7 @@ use anyhow::Context;
 use ksearch_search::engine::{verdict, Engine, Request};
 use ksearch_store::RunStore;
 use serde_json::json;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
 pub(crate) struct ShowArgs {
@@ -17,20 +17,46 @@ pub(crate) struct ShowArgs {
     json: bool,
 }
 
-pub(crate) fn run(args: &ShowArgs) -> anyhow::Result<u8> {
-    let store = RunStore::open(&args.run_dir)?;
+/// What `show` reports, computed once for the text and the JSON forms.
+struct RunView {
+    engine: Engine,
+    state: String,
+    best: Option<i64>,
+    budget: Budget,
+}
+
+struct Budget {
+    calls: usize,
+    failed_calls: usize,
+    tokens_in: u64,
+    tokens_out: u64,
+    dollars: f64,
+    unpriced: usize,
+    evaluations: usize,
+}
+
+fn view(run_dir: &Path) -> anyhow::Result<RunView> {
+    let store = RunStore::open(run_dir)?;
     let engine = Engine::replay(&load_events(&store)?).context("the run's event log does not replay")?;
-    let exchanges = store.exchanges()?;
+    // The tuner's and an agent's answers are recorded too, but they are not LLM calls of ours.
+    let exchanges: Vec<_> = store
+        .exchanges()?
+        .into_iter()
+        .filter(|x| x.provider != "tuner" && x.provider != "agent")
+        .collect();
     let calls = exchanges.iter().filter(|x| x.answer.is_some()).count();
-    let failed_calls = exchanges.len() - calls;
-    let tokens_in: u64 = exchanges.iter().map(|x| x.input_tokens).sum();
-    let tokens_out: u64 = exchanges.iter().map(|x| x.output_tokens).sum();
-    let dollars: f64 = exchanges.iter().filter_map(|x| x.cost_dollars).sum();
-    let unpriced = exchanges
-        .iter()
-        .filter(|x| x.answer.is_some() && x.cost_dollars.is_none())
-        .count();
-    let evaluations = store.evaluations()?.len();
+    let budget = Budget {
+        calls,
+        failed_calls: exchanges.len() - calls,
+        tokens_in: exchanges.iter().map(|x| x.input_tokens).sum(),
+        tokens_out: exchanges.iter().map(|x| x.output_tokens).sum(),
+        dollars: exchanges.iter().filter_map(|x| x.cost_dollars).sum(),
+        unpriced: exchanges
+            .iter()
+            .filter(|x| x.answer.is_some() && x.cost_dollars.is_none())
+            .count(),
+        evaluations: store.evaluations()?.len(),
+    };
     let (state, best) = match engine.pending() {
         Some(Request::Finished { best_candidate, reason }) => (format!("finished: {reason}"), *best_candidate),
         Some(r) => (
@@ -42,44 +68,60 @@ pub(crate) fn run(args: &ShowArgs) -> anyhow::Result<u8> {
         ),
         None => ("not started".to_string(), None),
     };
-    let task = engine.task().map(|t| t.name.clone()).unwrap_or_default();
-    if args.json {
-        let candidates: Vec<_> = engine
-            .candidates()
-            .iter()
-            .map(|c| {
-                json!({
-                    "id": c.id, "parent": c.parent, "node_id": c.node_id, "round": c.round, "cycle": c.cycle,
-                    "status": c.result.as_ref().map(|r| r.status.clone()), "speedup": c.speedup(),
-                    "final_speedup": c.final_result.as_ref().and_then(|r| r.speedup),
-                })
-            })
-            .collect();
-        println!(
-            "{}",
+    Ok(RunView {
+        engine,
+        state,
+        best,
+        budget,
+    })
+}
+
+/// The run as JSON: `ksearch show --json`, and the MCP server's `show_run`.
+pub(crate) fn show_json(run_dir: &Path) -> anyhow::Result<serde_json::Value> {
+    let v = view(run_dir)?;
+    let e = &v.engine;
+    let candidates: Vec<_> = e
+        .candidates()
+        .iter()
+        .map(|c| {
             json!({
-                "run_dir": args.run_dir, "task": task, "state": state, "round": engine.round(),
-                "rounds": engine.config().rounds, "best_candidate": best,
-                "world_model": engine.world_model().to_json(), "candidates": candidates,
-                "budget": {"llm_calls": calls, "failed_llm_calls": failed_calls, "input_tokens": tokens_in,
-                           "output_tokens": tokens_out, "dollars": dollars, "unpriced_calls": unpriced,
-                           "evaluations": evaluations},
+                "id": c.id, "parent": c.parent, "node_id": c.node_id, "round": c.round, "cycle": c.cycle,
+                "status": c.result.as_ref().map(|r| r.status.clone()), "speedup": c.speedup(),
+                "final_speedup": c.final_result.as_ref().and_then(|r| r.speedup),
             })
-        );
+        })
+        .collect();
+    let b = &v.budget;
+    Ok(json!({
+        "run_dir": run_dir, "task": e.task().map(|t| t.name.clone()), "state": v.state, "round": e.round(),
+        "rounds": e.config().rounds, "best_candidate": v.best,
+        "world_model": e.world_model().to_json(), "candidates": candidates,
+        "budget": {"llm_calls": b.calls, "failed_llm_calls": b.failed_calls, "input_tokens": b.tokens_in,
+                   "output_tokens": b.tokens_out, "dollars": b.dollars, "unpriced_calls": b.unpriced,
+                   "evaluations": b.evaluations},
+    }))
+}
+
+pub(crate) fn run(args: &ShowArgs) -> anyhow::Result<u8> {
+    if args.json {
+        println!("{}", show_json(&args.run_dir)?);
         return Ok(0);
     }
-    println!("run {}  task {task}  {state}", args.run_dir.display());
+    let v = view(&args.run_dir)?;
+    let e = &v.engine;
+    let task = e.task().map(|t| t.name.clone()).unwrap_or_default();
+    println!("run {}  task {task}  {}", args.run_dir.display(), v.state);
     println!(
         "rounds {}/{}, cycles {}, candidates {}",
-        engine.round(),
-        engine.config().rounds,
-        engine.cycle_count(),
-        engine.candidates().len()
+        e.round(),
+        e.config().rounds,
+        e.cycle_count(),
+        e.candidates().len()
     );
     println!();
-    println!("{}", engine.world_model().render_compact(500, 100_000).trim_end());
+    println!("{}", e.world_model().render_compact(500, 100_000).trim_end());
     println!();
-    match best.and_then(|id| engine.candidate(id)) {
+    match v.best.and_then(|id| e.candidate(id)) {
         Some(b) => {
             let result = b
                 .final_result
@@ -100,13 +142,15 @@ pub(crate) fn run(args: &ShowArgs) -> anyhow::Result<u8> {
         }
         None => println!("best: none passed yet"),
     }
-    let priced = if unpriced > 0 {
-        format!(" (+{unpriced} calls of unknown price)")
+    let b = &v.budget;
+    let priced = if b.unpriced > 0 {
+        format!(" (+{} calls of unknown price)", b.unpriced)
     } else {
         String::new()
     };
     println!(
-        "budget used: {calls} LLM calls ({failed_calls} failed), {tokens_in} tokens in, {tokens_out} out, ${dollars:.4}{priced}; {evaluations} evaluations"
+        "budget used: {} LLM calls ({} failed), {} tokens in, {} out, ${:.4}{priced}; {} evaluations",
+        b.calls, b.failed_calls, b.tokens_in, b.tokens_out, b.dollars, b.evaluations
     );
     Ok(0)
 }

@@ -8,20 +8,7 @@ pub(crate) fn run(json_out: bool) -> anyhow::Result<u8> {
         tasks.push(Task::load_builtin(&name).with_context(|| format!("built-in task '{name}' is broken"))?);
     }
     if json_out {
-        let list: Vec<_> = tasks
-            .iter()
-            .map(|t| {
-                json!({
-                    "name": t.definition.name,
-                    "op_type": t.definition.op_type,
-                    "workloads": t.workloads.len(),
-                    "language": t.config.kernel.language,
-                    "targets": t.config.targets,
-                    "description": t.definition.description,
-                })
-            })
-            .collect();
-        println!("{}", json!({ "tasks": list }));
+        println!("{}", tasks_json()?);
         return Ok(0);
     }
     let width = tasks.iter().map(|t| t.definition.name.len()).max().unwrap_or(4).max(4);
@@ -51,4 +38,22 @@ fn first_sentence(text: &str) -> String {
         Some(i) => line[..=i].to_string(),
         None => line.to_string(),
     }
+}
+
+/// The built-in tasks as JSON: `ksearch tasks --json`, and the MCP server's `list_tasks`.
+pub(crate) fn tasks_json() -> anyhow::Result<serde_json::Value> {
+    let mut list = Vec::new();
+    for name in builtin_names() {
+        let t = Task::load_builtin(&name).with_context(|| format!("built-in task '{name}' is broken"))?;
+        list.push(json!({
+            "name": t.definition.name,
+            "op_type": t.definition.op_type,
+            "workloads": t.workloads.len(),
+            "language": t.config.kernel.language,
+            "targets": t.config.targets,
+            "tunable": t.template.is_some(),
+            "description": t.definition.description,
+        }));
+    }
+    Ok(json!({ "tasks": list }))
 }
