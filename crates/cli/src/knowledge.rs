@@ -26,7 +26,7 @@ pub(crate) fn prompt_slice(kb: &Kb, task: &Task) -> anyhow::Result<String> {
 }
 
 /// The target's hardware figures by name (`l1_kb`, `simd_width`, ...), for knob constraints.
-fn hw_figures(kb: &Kb, target: &str) -> anyhow::Result<IndexMap<String, f64>> {
+pub(crate) fn hw_figures(kb: &Kb, target: &str) -> anyhow::Result<IndexMap<String, f64>> {
     let spec = kb.hardware(target)?;
     Ok(FIGURE_META
         .iter()

@@ -4,14 +4,17 @@
 mod agent_cmd;
 mod brains;
 mod brief;
+mod doctor_cmd;
 mod driver;
 mod eval_cmd;
 mod format;
+mod kb_cmd;
 mod knowledge;
 mod mcp_cmd;
 mod run_cmd;
 mod show_cmd;
 mod summary;
+mod sweep_cmd;
 mod tasks_cmd;
 
 use clap::{Parser, Subcommand};
@@ -44,6 +47,14 @@ enum Command {
     Resume(run_cmd::ResumeArgs),
     /// Show a run: the world-model tree, the best candidate, the budget used.
     Show(show_cmd::ShowArgs),
+    /// Evaluate a task template's knob assignments without searching: the whole grid, or a
+    /// random sample.
+    Sweep(sweep_cmd::SweepArgs),
+    /// The knowledge base: hardware figures and optimisation patterns per target.
+    #[command(subcommand)]
+    Kb(kb_cmd::KbCommand),
+    /// Report compilers, Python and its packages, GPUs and configured LLMs.
+    Doctor,
     /// Agent mode: read the pending request of a run, or answer it.
     #[command(subcommand)]
     Agent(agent_cmd::AgentCommand),
@@ -64,6 +75,9 @@ fn main() -> ExitCode {
         Command::Resume(args) => run_cmd::resume(&args),
         Command::Show(args) => show_cmd::run(&args),
         Command::Agent(command) => agent_cmd::run(&command),
+        Command::Sweep(args) => sweep_cmd::run(&args),
+        Command::Kb(command) => kb_cmd::run(&command),
+        Command::Doctor => doctor_cmd::run(),
         Command::Mcp(args) => mcp_cmd::run(&args),
     };
     match result {
