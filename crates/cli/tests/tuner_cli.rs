@@ -5,7 +5,7 @@ mod common;
 use common::*;
 
 #[test]
-fn without_an_llm_a_run_uses_the_tuner_and_improves_on_the_seed() {
+fn without_an_llm_a_run_searches_with_the_tuner() {
     let work = tempfile::tempdir().unwrap();
     let run_dir = work.path().join("run");
     let task = fixture("tiny_softmax_tunable");
