@@ -4,7 +4,7 @@
 //! decides is derived from the engine's state (the world model and the measured candidates),
 //! so a tuner run replays and resumes like any other.
 
-use crate::engine::{CodeKind, Engine, PlanKind, Request};
+use crate::engine::{CodeKind, Engine, PlanKind, Request, Strategy};
 use crate::world_model::Node;
 use indexmap::IndexMap;
 use ksearch_spec::{Assignment, KernelTemplate};
@@ -77,8 +77,17 @@ impl Tuner {
         let history = History::of(self, engine);
         match request {
             Request::Plan { plan, .. } => Ok(self.plan(engine, plan, &history).to_string()),
-            Request::Code { code, node_id, .. } => {
-                let a = self.code(engine, *code, node_id, &history)?;
+            Request::Code {
+                code,
+                node_id,
+                base_candidate,
+                ..
+            } => {
+                let a = match engine.config().strategy {
+                    Strategy::WorldModel => self.code(engine, *code, node_id, &history)?,
+                    // No tree (`refine`, `evolve`): one step from the candidate the round builds on.
+                    _ => self.step_from(engine, *code, *base_candidate, &history),
+                };
                 Ok(format!("```c {}\n{}```\n", self.file(), self.render(&a)?))
             }
             _ => Err("the tuner answers only planner and coder requests".into()),
@@ -153,6 +162,26 @@ impl Tuner {
             .next()
             .map(|(_, a)| a)
             .unwrap_or(from))
+    }
+
+    /// For the strategies without a tree: the best untried one-knob step from the base
+    /// candidate's assignment (the defaults when there is none, which are also the answer to a
+    /// request to write the kernel from the specification).
+    fn step_from(&self, engine: &Engine, kind: CodeKind, base: Option<i64>, h: &History) -> Assignment {
+        let from = base
+            .and_then(|id| engine.candidate(id))
+            .and_then(|c| c.sources.iter().find_map(|s| read_mark(&s.content)));
+        match from {
+            None if kind == CodeKind::Action => self.template.space.default_assignment(),
+            from => {
+                let from = from.unwrap_or_else(|| self.template.space.default_assignment());
+                self.best_moves(&from, h, 1)
+                    .into_iter()
+                    .next()
+                    .map(|(_, a)| a)
+                    .unwrap_or(from)
+            }
+        }
     }
 
     /// The `n` most promising untried, valid one-step changes of `from`, with the knob changed.

@@ -3,17 +3,24 @@
 //! It never calls an LLM or an evaluator. The driver asks [`Engine::pending`] what to serve,
 //! serves it, appends the resulting [`Event`] to the run store, then hands it to
 //! [`Engine::apply`]. Replaying the stored events into a fresh engine rebuilds the same state,
-//! which is how `resume` and `replay` work. Everything here is pure: no clock, no randomness,
-//! no I/O.
+//! which is how `resume` and `replay` work. Everything here is pure: no clock, no I/O, and no
+//! randomness beyond a PRNG seeded from the config and advanced only while applying events.
+//!
+//! Three strategies share the round budget and the final re-measurement: `world-model` (this
+//! file), `refine` (refine.rs) and `evolve` (evolve.rs); the latter two never call the planner.
 
 mod candidates;
+mod evolve;
 mod prompts;
 mod protocol;
+mod refine;
 mod render;
 
 pub use candidates::{beats, verdict, Candidate};
+pub use evolve::{descriptors, Elite, Evolve, Island, Migration, Step};
 pub use protocol::{
-    CodeKind, EngineConfig, EvalSummary, Event, PlanKind, Purpose, Request, Source, TaskBrief, WorkloadSummary,
+    CodeKind, EngineConfig, EvalSummary, Event, PlanKind, Purpose, Request, Source, Strategy, TaskBrief,
+    WorkloadSummary,
 };
 
 use crate::world_model::{ComputedSignals, Exploration, NodeId, SolutionRef, WorldModel};
@@ -85,6 +92,10 @@ pub struct Engine {
     last_cycle: Option<Cycle>,
     /// Why the planner is asked to propose, for its prompt.
     propose_reason: String,
+    /// State of the `refine` strategy (unused by the others).
+    refine: refine::Refine,
+    /// State of the `evolve` strategy (`Some` only when it runs).
+    evolve: Option<Evolve>,
 }
 
 impl Default for Engine {
@@ -113,6 +124,8 @@ impl Engine {
             events_applied: 0,
             last_cycle: None,
             propose_reason: String::new(),
+            refine: refine::Refine::default(),
+            evolve: None,
         }
     }
 
@@ -177,6 +190,11 @@ impl Engine {
                 Some(b) if b.speedup() >= c.speedup() => Some(b),
                 _ => Some(c),
             })
+    }
+
+    /// The islands and archives of the `evolve` strategy (`None` for the other strategies).
+    pub fn evolve(&self) -> Option<&Evolve> {
+        self.evolve.as_ref()
     }
 
     /// The node the current cycle works on.
@@ -280,14 +298,37 @@ impl Engine {
         self.task = Some(task.clone());
         self.config = config.clone();
         self.phase = Phase::Running;
+        if config.strategy == Strategy::Evolve {
+            self.evolve = Some(Evolve::new(config));
+        }
         match &task.seed {
             Some(sources) => {
                 let id = self.add_candidate(None, self.wm.tree().root_id().to_string(), sources.clone());
                 self.request_evaluation(id, Purpose::Search);
             }
-            None => self.request_plan(PlanKind::Init, None)?,
+            None => self.begin()?,
         }
         Ok(())
+    }
+
+    /// After the seed (if any) is measured: the strategy's first request.
+    fn begin(&mut self) -> Result<(), EngineError> {
+        match self.config.strategy {
+            Strategy::WorldModel => self.request_plan(PlanKind::Init, None),
+            Strategy::Refine => refine::start(self),
+            Strategy::Evolve => evolve::start(self),
+        }
+    }
+
+    /// A round of `refine` or `evolve` is over (its candidate measured, or no code came back).
+    fn baseline_attempt_done(&mut self, attempt: refine::Tried) -> Result<(), EngineError> {
+        match self.config.strategy {
+            Strategy::Refine => refine::attempt_done(self, attempt),
+            Strategy::Evolve => evolve::attempt_done(self, attempt),
+            Strategy::WorldModel => Err(EngineError::Internal(
+                "the world-model strategy has no baseline rounds".into(),
+            )),
+        }
     }
 
     fn add_candidate(&mut self, parent: Option<i64>, node_id: String, sources: Vec<Source>) -> i64 {
@@ -513,6 +554,11 @@ impl Engine {
                 self.request_evaluation(id, Purpose::Search);
                 Ok(())
             }
+            Err(failure) if self.config.strategy != Strategy::WorldModel => self.baseline_attempt_done(refine::Tried {
+                candidate: None,
+                failure: Some(failure),
+                base: base_candidate,
+            }),
             Err(failure) => {
                 if let Some(cycle) = self.cycle.as_mut() {
                     cycle.attempts.push(Attempt {
@@ -542,6 +588,14 @@ impl Engine {
         }
         self.candidates[index].result = Some(summary.clone());
         self.update_signals(summary);
+        if self.config.strategy != Strategy::WorldModel && self.round > 0 {
+            let base = self.candidates[index].parent;
+            return self.baseline_attempt_done(refine::Tried {
+                candidate: Some(candidate_id),
+                failure: None,
+                base,
+            });
+        }
         if self.cycle.is_none() {
             // The seed: attached to the root when it passes, then the planner starts.
             if summary.passed() {
@@ -551,7 +605,7 @@ impl Engine {
                     .attach_solution(&root, solution, 0)
                     .map_err(|e| EngineError::Internal(e.to_string()))?;
             }
-            return self.request_plan(PlanKind::Init, None);
+            return self.begin();
         }
         let cycle_best = self
             .cycle

@@ -23,6 +23,8 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("code_action.j2", include_str!("../../prompts/code_action.j2")),
     ("code_debug.j2", include_str!("../../prompts/code_debug.j2")),
     ("code_improve.j2", include_str!("../../prompts/code_improve.j2")),
+    ("code_refine.j2", include_str!("../../prompts/code_refine.j2")),
+    ("code_evolve.j2", include_str!("../../prompts/code_evolve.j2")),
 ];
 
 fn environment() -> &'static Result<Environment<'static>, String> {

@@ -52,6 +52,17 @@ pub struct EngineConfig {
     /// Caps of the world model's compact rendering in prompts.
     pub wm_max_nodes: usize,
     pub wm_max_chars: usize,
+    /// How candidates are generated; every strategy spends the same budget (`rounds`).
+    pub strategy: Strategy,
+    /// `evolve`: how many islands (separate populations) take turns, round-robin.
+    pub islands: u32,
+    /// `evolve`: every this many rounds the best of each island is copied to the next island
+    /// (0: never).
+    pub migration_interval: u32,
+    /// `evolve`: bins of the MAP-Elites archive per descriptor (source size, loop count).
+    pub archive_grid: [u32; 2],
+    /// Seed of the engine's PRNG (only `evolve` draws from it: parent and inspiration sampling).
+    pub rng_seed: u64,
 }
 
 impl Default for EngineConfig {
@@ -66,6 +77,57 @@ impl Default for EngineConfig {
             final_top_k: 3,
             wm_max_nodes: 60,
             wm_max_chars: 6000,
+            strategy: Strategy::WorldModel,
+            islands: 3,
+            migration_interval: 5,
+            archive_grid: [4, 4],
+            rng_seed: 0,
+        }
+    }
+}
+
+/// How the engine generates candidates (docs/engine.md, "Strategies on the same accounting").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// The planner keeps a world model; cycles implement its actions (the paper's method).
+    #[default]
+    WorldModel,
+    /// No planner: every round improves the best candidate so far (or fixes the last failure).
+    Refine,
+    /// No planner: islands of candidates with a MAP-Elites archive each, and migration.
+    Evolve,
+}
+
+impl Strategy {
+    /// The command-line spelling: `world-model`, `refine`, `evolve`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::WorldModel => "world-model",
+            Strategy::Refine => "refine",
+            Strategy::Evolve => "evolve",
+        }
+    }
+}
+
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Strategy {
+    type Err = String;
+
+    /// Accepts the command-line spelling and the serialised one (`world-model`, `world_model`).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "world-model" => Ok(Strategy::WorldModel),
+            "refine" => Ok(Strategy::Refine),
+            "evolve" => Ok(Strategy::Evolve),
+            other => Err(format!(
+                "unknown strategy `{other}` (expected world-model, refine or evolve)"
+            )),
         }
     }
 }

@@ -5,7 +5,7 @@ use super::protocol::{CodeKind, PlanKind};
 use super::{prompts, Attempt, Engine};
 use serde_json::json;
 
-fn task_json(e: &Engine) -> serde_json::Value {
+pub(super) fn task_json(e: &Engine) -> serde_json::Value {
     serde_json::to_value(e.task.as_ref()).unwrap_or(serde_json::Value::Null)
 }
 
@@ -22,7 +22,7 @@ fn tree(e: &Engine) -> String {
 }
 
 /// The source files of a candidate, each under its name in a fenced block.
-fn files(c: &Candidate) -> String {
+pub(super) fn files(c: &Candidate) -> String {
     c.sources
         .iter()
         .map(|s| format!("**{}**\n```\n{}\n```", s.path, s.content.trim_end()))
@@ -30,7 +30,7 @@ fn files(c: &Candidate) -> String {
         .join("\n\n")
 }
 
-fn describe(c: &Candidate) -> String {
+pub(super) fn describe(c: &Candidate) -> String {
     match &c.result {
         Some(r) => verdict(r),
         None => "not evaluated".to_string(),
@@ -39,7 +39,7 @@ fn describe(c: &Candidate) -> String {
 
 /// What the planner and coder know of the measurements: the seed, the best so far, and the
 /// latest attempts.
-fn performance(e: &Engine) -> String {
+pub(super) fn performance(e: &Engine) -> String {
     let mut out = Vec::new();
     if let Some(seed) = e.candidates.first().filter(|c| c.cycle == 0) {
         out.push(format!("Seed (candidate {}): {}", seed.id, describe(seed)));
