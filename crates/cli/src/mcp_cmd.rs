@@ -192,6 +192,7 @@ fn start_search(args: StartSearchArgs) -> anyhow::Result<serde_json::Value> {
         &task,
         &brain,
         args.rounds,
+        ksearch_search::engine::Strategy::WorldModel,
         args.out.map(PathBuf::from),
         args.seed,
     )?;

@@ -6,7 +6,7 @@ use crate::driver::{Driver, Stopped};
 use anyhow::{bail, Context};
 use ksearch_eval::EvalOptions;
 use ksearch_llm::LlmConfig;
-use ksearch_search::engine::{Engine, EngineConfig, Event};
+use ksearch_search::engine::{Engine, EngineConfig, Event, Strategy};
 use ksearch_spec::Task;
 use ksearch_store::RunStore;
 use serde_json::json;
@@ -37,7 +37,8 @@ pub(crate) struct RunArgs {
     /// Coder rounds (one answer and one evaluation each).
     #[arg(long, default_value_t = 20)]
     rounds: u32,
-    /// Search strategy.
+    /// Search strategy: world-model (the method), refine (iterative refinement of the best, no
+    /// planner) or evolve (islands with a MAP-Elites archive, no planner).
     #[arg(long, default_value = "world-model")]
     strategy: String,
     /// The run directory (default: runs/TASK-DATE-TIME).
@@ -60,12 +61,10 @@ pub(crate) struct ResumeArgs {
 }
 
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
-    if args.strategy != "world-model" {
-        bail!(
-            "--strategy {}: only `world-model` is available so far (refine and evolve are planned)",
-            args.strategy
-        );
-    }
+    let strategy: Strategy = args
+        .strategy
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--strategy {}: {e}", args.strategy))?;
     if args.rounds == 0 {
         bail!("--rounds must be at least 1");
     }
@@ -102,7 +101,15 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
         run_dir,
         store,
         run_seed,
-    } = create_run(&args.task, &task, &brain, args.rounds, args.out.clone(), args.seed)?;
+    } = create_run(
+        &args.task,
+        &task,
+        &brain,
+        args.rounds,
+        strategy,
+        args.out.clone(),
+        args.seed,
+    )?;
     if args.json {
         // Scripts learn the directory before anything long happens.
         eprintln!("run directory: {}", run_dir.display());
@@ -133,6 +140,7 @@ pub(crate) fn create_run(
     task: &Task,
     brain: &BrainSpec,
     rounds: u32,
+    strategy: Strategy,
     out: Option<PathBuf>,
     seed: Option<u64>,
 ) -> anyhow::Result<NewRun> {
@@ -150,6 +158,8 @@ pub(crate) fn create_run(
     store.set_meta("ksearch_version", &json!(env!("CARGO_PKG_VERSION")))?;
     let config = EngineConfig {
         rounds,
+        strategy,
+        rng_seed: run_seed,
         ..EngineConfig::default()
     };
     let kb = crate::knowledge::kb()?;

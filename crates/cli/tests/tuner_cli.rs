@@ -125,3 +125,32 @@ fn kb_show_and_doctor_report() {
         d.stdout
     );
 }
+
+#[test]
+fn strategies_are_chosen_on_the_command_line() {
+    let work = tempfile::tempdir().unwrap();
+    let task = fixture("tiny_softmax_tunable");
+    for strategy in ["refine", "evolve"] {
+        let run_dir = work.path().join(strategy);
+        let r = ksearch_in(
+            work.path(),
+            &[
+                "run",
+                task.to_str().unwrap(),
+                "--rounds",
+                "3",
+                "--strategy",
+                strategy,
+                "--out",
+                run_dir.to_str().unwrap(),
+                "--json",
+            ],
+            &[("XDG_CONFIG_HOME", work.path().to_str().unwrap())],
+        );
+        assert_eq!(r.code, 0, "{strategy}: {}\n{}", r.stdout, r.stderr);
+        assert_eq!(r.json()["status"], "finished");
+    }
+    let bad = ksearch(&["run", task.to_str().unwrap(), "--strategy", "annealing"]);
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("--strategy annealing"), "{}", bad.stderr);
+}
