@@ -8,4 +8,4 @@ Standard library and NumPy only (PyTorch only when a reference imports it). Test
 repository root: python3 -m unittest discover -s harness/tests -t harness
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -13,6 +13,20 @@ class TaskError(Exception):
         self.message = message
 
 
+class ReferenceRaised(TaskError):
+    """The reference's run() raised an exception of type `error_type`.
+
+    A task error while no candidate code has run. Once the candidate has been loaded it shares
+    the process, so evaluate mode counts it against the candidate (which may have used up the
+    memory or corrupted state). Only the type is kept: the traceback would keep the reference's
+    arrays alive.
+    """
+
+    def __init__(self, message, error_type):
+        super().__init__("reference", message)
+        self.error_type = error_type
+
+
 class CandidateError(Exception):
     """The candidate failed in a way that fails one workload with `status` and `reason`."""
 

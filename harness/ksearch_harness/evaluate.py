@@ -1,22 +1,42 @@
 """The two modes: `evaluate` (compile, check, time a candidate) and `check_task` (reference only).
 
-One correctness trial, in this order (docs/protocol.md): draw fresh inputs and keep a pristine
-copy; poison fresh outputs; call the candidate on its own copy; compare its inputs with the
-pristine copy; only then run the reference on a fresh clone; compare the outputs.
+evaluate, in this order (docs/protocol.md): check every workload's size; vet the reference on a
+draw of workload 0 that no candidate gets (stage `reference`); compile; load the candidate
+(stage `load`: its code runs from here on); then per workload the correctness trials and the
+timing pairs.
+
+One correctness trial: draw fresh inputs and keep a pristine copy; poison fresh outputs; call
+the candidate on its own copy; take its outputs as the call left them; compare its inputs with
+the pristine copy; only then run the reference on a fresh clone; compare the outputs.
+
+Once the candidate is loaded it shares this process, so an exception that follows (the
+reference raising, MemoryError anywhere) fails the workload as the candidate's runtime_error.
 """
 
+import ctypes
 import functools
 import math
+import os
+import resource
+import sys
 import tempfile
+import traceback
 
 import numpy as np
 
-from . import backends, dtypes
-from .compare import Tally, compare, largest_finite_magnitude
+from . import backends, dtypes, timing
+from .compare import FastCheck, Tally, compare, largest_finite_magnitude
 from .definition import Spec
-from .errors import CandidateError, TaskError
+from .errors import CandidateError, ReferenceRaised, TaskError
 from .inputs import InputMaker
 from .reference import Reference
+
+# SeedSequence([seed, 0, 0, VET_STREAM]): the draw the reference is vetted on before loading.
+VET_STREAM = 1
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# The most one copy of a workload's inputs and outputs may take when no address-space limit is
+# set (with one, the room left below it is the bound).
+MAX_WORKLOAD_BYTES = 64 << 30
 
 
 class _Context:
@@ -29,12 +49,16 @@ class _Context:
         if self.trials < 1:
             raise TaskError("correctness.trials", "trials must be at least 1")
         self.matched_ratio = float(correctness.get("matched_ratio", 1.0))
+        self.workloads = request.get("workloads") or []
+        # Axes and sizes are checked before anything is drawn, compiled or loaded.
+        self.axes = [spec.axes_for(w, i) for i, w in enumerate(self.workloads)]
+        self.sizes = [_footprint(spec, axes) for axes in self.axes]
+        _check_sizes(self)
         self.reference = Reference((request.get("definition") or {}).get("reference"), spec)
         self.maker = InputMaker(spec, correctness, request.get("seed", 0), request.get("task_dir"))
         table = correctness.get("tolerance") or {}
         self.tolerances = {t.name: (*dtypes.tolerance(t.dtype_name, table), t.dtype)
                            for t in spec.outputs}
-        self.workloads = request.get("workloads") or []
         self.timing = request.get("timing") or {}
         self.keeper = _Keeper()
 
@@ -57,18 +81,28 @@ class _Keeper:
 
 
 def evaluate(request, channel, environment):
+    _settle_malloc()
     backend = backends.get((request.get("device") or {}).get("backend", "c"))
     spec = Spec(request.get("definition"))
     backend.check_definition(spec)
     spec.require_numpy()
     ctx = _Context(request, spec)
+    if ctx.workloads:
+        channel.progress("reference", 0)
+        _vet(ctx)
     with tempfile.TemporaryDirectory(prefix="ksearch-") as workdir:
         channel.progress("compile")
         result = backend.build(request.get("candidate"), workdir, request.get("limits") or {})
         environment["compiler"] = backend.compiler
         channel.emit("compile", **result)
-        if not result["ok"]:
+        if not result["ok"] or not ctx.workloads:
             return
+        # Loading runs the candidate's code (constructors): a crash from here on is its own.
+        channel.progress("load", 0)
+        try:
+            backend.load(spec)
+        except CandidateError:
+            pass  # every workload reports it
         for index, workload in enumerate(ctx.workloads):
             record = _workload(ctx, backend, channel, index, workload)
             channel.emit("workload", **record)
@@ -77,11 +111,12 @@ def evaluate(request, channel, environment):
 
 
 def check_task(request, channel, environment):
+    _settle_malloc()
     spec = Spec(request.get("definition"))
     spec.require_numpy()
     ctx = _Context(request, spec)
     for index, workload in enumerate(ctx.workloads):
-        axes = spec.axes_for(workload, index)
+        axes = ctx.axes[index]
         shapes = ctx.output_shapes(axes)
         for trial in range(ctx.trials):
             channel.progress("reference", index, trial)
@@ -90,30 +125,90 @@ def check_task(request, channel, environment):
             _scrub(refs)
 
 
-def _workload(ctx, backend, channel, index, workload):
-    record = {"index": index, "uuid": workload.get("uuid"), "status": "passed", "reason": None}
-    spec = ctx.spec
-    axes = spec.axes_for(workload, index)
-    shapes = ctx.output_shapes(axes)
+# glibc mallopt parameters and the values the harness fixes (docs/protocol.md, Details fixed).
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD = 32 << 20
+TRIM_THRESHOLD = 256 << 20
+
+
+def _settle_malloc():
+    """Fix glibc's malloc thresholds instead of letting them adapt to the allocation history.
+
+    By default glibc raises its mmap threshold as large blocks are freed and gives the top of
+    the heap back to the system beyond twice that; whether a reference's temporaries are served
+    from reused heap memory or from fresh, page-faulting memory then depends on what the harness
+    allocated before, and the reference's timing with it (5x for a small softmax). Fixed: blocks
+    under 32 MiB come from the heap, and up to 256 MiB of free heap top is kept, for the
+    reference and the candidate alike. No-op where the C library has no mallopt.
+    """
     try:
-        kernel = backend.prepare(spec, axes)
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+
+
+def _vet(ctx):
+    """Run the reference and the degenerate guard on workload 0 before any candidate code runs.
+
+    The inputs are drawn like trial 0's but from their own seed, so no reference result for
+    inputs a candidate will get exists before the candidate has been called on them.
+    """
+    workload, axes = ctx.workloads[0], ctx.axes[0]
+    inputs = ctx.maker.draw(0, workload, 0, axes, stream=VET_STREAM)
+    where = f"{_where(0, workload, None)}, checked before the candidate is loaded"
+    refs = _run_reference(ctx, inputs, ctx.output_shapes(axes), where)
+    _scrub(refs)
+
+
+def _workload(ctx, backend, channel, index, workload):
+    """The `workload` event's fields; exceptions after the load count against the candidate."""
+    base = {"index": index, "uuid": workload.get("uuid"), "status": "passed", "reason": None}
+    phase = ["the workload's set-up"]  # where we are, for the reason of a runtime_error
+    try:
+        return _check_and_time(ctx, backend, channel, index, workload, dict(base), phase)
     except CandidateError as e:
-        return {**record, "status": e.status, "reason": e.reason}
+        return {**base, "status": e.status, "reason": e.reason}
+    except ReferenceRaised as e:
+        return {**base, "status": "runtime_error",
+                "reason": _blame_reference(ctx, index, phase[0], e)}
+    except TaskError:
+        raise  # the request itself (axes, input descriptors) or a degenerate reference
+    except Exception as e:  # noqa: BLE001 - MemoryError and anything else after the candidate ran
+        try:
+            traceback.print_exc(file=sys.stderr)
+        except Exception:  # noqa: BLE001
+            pass
+        return {**base, "status": "runtime_error",
+                "reason": _blame_harness(ctx, index, phase[0], e)}
+
+
+def _check_and_time(ctx, backend, channel, index, workload, record, phase):
+    spec = ctx.spec
+    axes = ctx.axes[index]
+    shapes = ctx.output_shapes(axes)
+    kernel = backend.prepare(spec, axes)
 
     tally = Tally([t.name for t in spec.outputs])
     total = ctx.trials * sum(math.prod(s) for s in shapes)
     for trial in range(ctx.trials):
+        phase[0] = f"correctness trial {trial}"
         channel.progress("correctness", index, trial)
         pristine = ctx.maker.draw(index, workload, trial, axes)
         mine = [_clone(v) for v in pristine]
         outputs = [_poisoned(s, t.dtype) for s, t in zip(shapes, spec.outputs)]
         ctx.keeper.hold(index, (pristine, mine, outputs))
         kernel.bind(mine, outputs)()
+        taken = [o.copy() for o in outputs]  # as the call left them (no later writes count)
         changed = _changed_input(spec, pristine, mine)
         refs = _run_reference(ctx, pristine, shapes, _where(index, workload, trial))
         tally.trials = trial + 1
-        _tally(ctx, tally, trial, outputs, refs)
+        _tally(ctx, tally, trial, taken, refs)
         _scrub(refs)
+        del refs
         if changed:
             return {**record, "status": "incorrect_numerical", "reason": changed,
                     "correctness": tally.record()}
@@ -125,52 +220,80 @@ def _workload(ctx, backend, channel, index, workload):
                 "correctness": tally.record()}
     record["correctness"] = tally.record()
 
+    phase[0] = "timing"
     channel.progress("timing", index)
-    problem, samples = _time(ctx, backend, kernel, index, workload, axes, shapes)
-    if problem:
-        return {**record, "status": "incorrect_numerical", "reason": problem}
-    record["timing"] = samples
+    session = _Timing(ctx, kernel, index, workload, axes, shapes, phase)
+    try:
+        record["timing"] = timing.time_pairs(session, ctx.timing)
+    except CandidateError as e:
+        return {**record, "status": e.status, "reason": e.reason}
     return record
 
 
-def _time(ctx, backend, kernel, index, workload, axes, shapes):
-    """Time on a draw no correctness trial used, then check that the last call still computed.
+class _Timing:
+    """The session `timing.time_pairs` drives: new input contents for every call, and every
+    call of the candidate checked against the reference's result on the same contents."""
 
-    Outputs are re-poisoned before every candidate call and the reference's results scrubbed
-    after every reference call, so a kernel that skips work when it sees the same pointers
-    again, or copies the reference's result out of freed memory, fails the final check.
-    """
-    spec = ctx.spec
-    pristine = ctx.maker.draw(index, workload, ctx.trials, axes)
-    mine = [_clone(v) for v in pristine]
-    outputs = [_poisoned(s, t.dtype) for s, t in zip(shapes, spec.outputs)]
-    theirs = [_clone(v) for v in pristine]
-    ctx.keeper.hold(index, (pristine, mine, outputs, theirs))
-    protected = [a for a in theirs if isinstance(a, np.ndarray)]
-    where = _where(index, workload, None)
-    reference = functools.partial(ctx.reference.call, ctx.reference.arguments(theirs), where)
+    def __init__(self, ctx, kernel, index, workload, axes, shapes, phase):
+        spec = ctx.spec
+        self.ctx, self.kernel, self.shapes, self.phase = ctx, kernel, shapes, phase
+        self.warmup = max(int(ctx.timing.get("warmup", 3)), 0)
+        self.calls = timing.calls(ctx.timing)
+        self.feed = ctx.maker.feed(index, workload, ctx.trials, axes, self.calls)
+        self.mine = self.feed.buffers()     # the candidate's inputs, refilled for every call
+        self.theirs = self.feed.buffers()   # the reference's clone of the same contents
+        self.outputs = [_poisoned(s, t.dtype) for s, t in zip(shapes, spec.outputs)]
+        self.taken = [np.empty_like(o) for o in self.outputs]
+        self.checks = [FastCheck(s, t.dtype, *ctx.tolerances[t.name][:2])
+                       for s, t in zip(shapes, spec.outputs)]
+        ctx.keeper.hold(index, (self.feed, self.mine, self.theirs, self.outputs, self.taken,
+                                self.checks))
+        self.where = _where(index, workload, None)
 
-    def scrub(raw):
-        _scrub(ctx.reference.outputs(raw, shapes, where), protected)
+    def _call(self, k):
+        kind = "warm-up" if k < self.warmup else "timed"
+        return f"call {k}, a {kind} call"
 
-    def repoison():
-        for o in outputs:
+    def candidate(self, k):
+        self.phase[0] = f"timing ({self._call(k)})"
+        values = self.feed.fill(k, self.mine)
+        for o in self.outputs:
             dtypes.poison(o)
+        return self.kernel.bind(values, self.outputs)
 
-    samples = backend.time_pairs(reference, kernel.bind(mine, outputs), ctx.timing,
-                                 repoison, scrub)
-    changed = _changed_input(spec, pristine, mine)
-    if changed:
-        return f"during timing, {changed}", None
-    refs = _run_reference(ctx, pristine, shapes, where, guard=False)
-    check = Tally([t.name for t in spec.outputs])
-    check.trials = 1
-    _tally(ctx, check, 0, outputs, refs)
-    if check.failed(ctx.matched_ratio):
-        return ("the outputs of the last timed call do not match the reference although the "
-                "correctness trials passed (is work skipped on repeated calls with the same "
-                "pointers?): " + check.reason(ctx.tolerances, ctx.matched_ratio)), None
-    return None, samples
+    def candidate_done(self, k):
+        for o, t in zip(self.outputs, self.taken):
+            np.copyto(t, o)
+        changed = _changed_input(self.ctx.spec, self.feed.expected(k), self.mine)
+        if changed:
+            raise CandidateError("incorrect_numerical", f"during timing ({self._call(k)}), "
+                                                        f"{changed}")
+
+    def reference(self, k):
+        values = self.feed.fill(k, self.theirs)
+        ref = self.ctx.reference
+        return functools.partial(ref.call, ref.arguments(values),
+                                 f"{self.where}, timing call {k}")
+
+    def reference_done(self, k, raw):
+        ctx = self.ctx
+        refs = ctx.reference.outputs(raw, self.shapes, f"{self.where}, timing call {k}")
+        try:
+            if all(c.passes(o, r) for c, o, r in zip(self.checks, self.taken, refs)):
+                return
+            check = Tally([t.name for t in ctx.spec.outputs])
+            check.trials = 1
+            _tally(ctx, check, k, self.taken, refs)
+            if check.failed(ctx.matched_ratio):
+                raise CandidateError("incorrect_numerical", (
+                    f"during timing ({self._call(k)}; every call gets input contents no "
+                    f"earlier call had, and each is compared with the reference on the same "
+                    f"contents), the outputs do not match the reference although the "
+                    f"correctness trials passed: are results cached, or work skipped, on "
+                    f"repeated calls? "
+                    + check.reason(ctx.tolerances, ctx.matched_ratio, unit="call")))
+        finally:
+            _scrub(refs)
 
 
 def _run_reference(ctx, inputs, shapes, where, guard=True):
@@ -182,6 +305,7 @@ def _run_reference(ctx, inputs, shapes, where, guard=True):
             atol = ctx.tolerances[t.name][0]
             largest = largest_finite_magnitude(ref)
             if not largest > atol:
+                _scrub(refs)
                 raise TaskError("reference", (
                     f"the reference's output '{t.name}' has no finite value above "
                     f"atol={atol:g} (largest |ref| = {largest:g}) on {where}, so it cannot tell "
@@ -199,18 +323,38 @@ def _tally(ctx, tally, trial, outputs, refs):
 def _changed_input(spec, pristine, mine):
     """Bitwise (NaN-safe) comparison of the candidate's inputs with the pristine copy."""
     for t, before, after in zip(spec.inputs, pristine, mine):
-        if not isinstance(before, np.ndarray) or before.size == 0:
+        if not isinstance(before, np.ndarray) or before.size == 0 or _same_bytes(before, after):
             continue
         b = before.reshape(-1).view(np.uint8)
         a = after.reshape(-1).view(np.uint8)
-        if np.array_equal(a, b):
-            continue
         n = before.size
         changed = int(np.count_nonzero(
             (a.reshape(n, -1) != b.reshape(n, -1)).any(axis=1)))
         return (f"the candidate modified its input '{t.name}' ({changed} of {n} elements "
                 f"changed); inputs are read-only, write results only to the outputs")
     return None
+
+
+def _load_memcmp():
+    try:
+        memcmp = ctypes.CDLL(None).memcmp
+    except (OSError, AttributeError):
+        return None
+    memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    memcmp.restype = ctypes.c_int
+    return memcmp
+
+
+_memcmp = _load_memcmp()
+
+
+def _same_bytes(a, b):
+    if a.nbytes != b.nbytes:
+        return False
+    if _memcmp is not None and a.flags.c_contiguous and b.flags.c_contiguous:
+        return _memcmp(a.__array_interface__["data"][0], b.__array_interface__["data"][0],
+                       a.nbytes) == 0
+    return np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8))
 
 
 def _scrub(arrays, protected=()):
@@ -233,3 +377,88 @@ def _poisoned(shape, dtype):
 def _where(index, workload, trial):
     text = f"workload {index} ({workload.get('uuid')!r})"
     return text if trial is None else f"{text}, trial {trial}"
+
+
+# ---- sizes and blame -----------------------------------------------------------------------
+
+def _footprint(spec, axes):
+    """(bytes, [(name, bytes)]) of one copy of a workload's inputs and outputs."""
+    parts = [(t.name, math.prod(Spec.shape(t, axes)) * t.dtype.itemsize)
+             for t in spec.inputs + spec.outputs]
+    return sum(b for _, b in parts), parts
+
+
+def _address_room():
+    """(bytes this process can still map, how to describe that bound)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return MAX_WORKLOAD_BYTES, (f"the {_size(MAX_WORKLOAD_BYTES)} the harness allows one "
+                                    f"workload when no address-space limit is set")
+    used = 0
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        pass
+    room = max(soft - used, 0)
+    return room, (f"the {_size(room)} left below the evaluation's address-space limit of "
+                  f"{_size(soft)} (ksearch eval --memory-limit)")
+
+
+def _check_sizes(ctx):
+    if not ctx.workloads:
+        return
+    room, bound = _address_room()
+    for i, (workload, (total, parts)) in enumerate(zip(ctx.workloads, ctx.sizes)):
+        if total <= room:
+            continue
+        largest = sorted(parts, key=lambda p: -p[1])[:3]
+        listed = ", ".join(f"'{n}' {_size(b)}" for n, b in largest)
+        raise TaskError(f"workloads[{i}].axes", (
+            f"workload {i} ({workload.get('uuid')!r}) needs {_size(total)} for one copy of its "
+            f"inputs and outputs ({listed}), more than {bound}; the harness holds several "
+            f"copies, so reduce the workload's axes"))
+
+
+def _memory_limit_text():
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return "the machine's memory (no address-space limit is set)"
+    return f"the evaluation's address-space limit of {_size(soft)} (ksearch eval --memory-limit)"
+
+
+def _out_of_memory(ctx, index, phase, what):
+    return (f"the process ran out of memory ({what}) during {phase}, after the candidate had run "
+            f"in this process: most likely the candidate's own allocations used up "
+            f"{_memory_limit_text()}; free what the kernel allocates and keep it proportional "
+            f"to the workload (this workload's inputs and outputs take "
+            f"{_size(ctx.sizes[index][0])})")
+
+
+def _blame_reference(ctx, index, phase, error):
+    if issubclass(error.error_type, MemoryError):
+        return _out_of_memory(ctx, index, phase, "MemoryError in the reference")
+    return (f"{error.message} after the candidate had run in this process; this counts against "
+            f"the candidate, which may have corrupted the process's state (the reference ran "
+            f"cleanly on workload 0 before the candidate was loaded; check_task mode runs the "
+            f"reference alone)")
+
+
+def _blame_harness(ctx, index, phase, error):
+    name = type(error).__name__
+    frames = traceback.extract_tb(error.__traceback__)
+    ours = [f for f in frames if os.path.dirname(os.path.abspath(f.filename)).startswith(_HERE)]
+    frame = (ours or frames or [None])[-1]
+    at = f" at {os.path.basename(frame.filename)}:{frame.lineno}" if frame else ""
+    if isinstance(error, MemoryError):
+        return _out_of_memory(ctx, index, phase, f"MemoryError in the harness{at}")
+    text = f"{name}: {error}" if str(error) else name
+    return (f"the harness failed with {text}{at} during {phase}, after the candidate had run in "
+            f"this process (which it may have corrupted)")
+
+
+def _size(n):
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} bytes"

@@ -2,8 +2,12 @@
 
 Every call returns freshly allocated arrays; the caller keeps earlier trials' arrays alive while
 the next are drawn, so no trial can be served from an address a candidate saw before.
+
+Timing draws differently (`feed`): one pool per random input, from which every timed call gets
+its own window, so no two calls see the same contents (docs/protocol.md, Timing).
 """
 
+import math
 import os
 
 import numpy as np
@@ -18,6 +22,9 @@ _DEFAULTS = {
     "heavy_tailed": {"df": 3.0, "scale": 1.0},
     "randint": {"low": 0, "high": 100},
 }
+# A timing pool holds an input's n elements plus extra = max(calls, min(n, this many bytes'
+# worth)) more: twice the input up to 64 MiB of extra, and at least one extra element per call.
+POOL_EXTRA_BYTES = 64 << 20
 
 
 class InputMaker:
@@ -43,33 +50,75 @@ class InputMaker:
             self.overrides[name] = {**_DEFAULTS[dist], **o}
         self._loaded = {}
 
-    def draw(self, index, workload, trial, axes):
-        """Inputs in definition order: arrays as ndarrays, scalars as NumPy scalars."""
-        rng = np.random.default_rng(np.random.SeedSequence([self.seed, index, trial]))
-        float_dist = self.distributions[trial % len(self.distributions)]
-        given = workload.get("inputs") or {}
+    def draw(self, index, workload, trial, axes, stream=None):
+        """Inputs in definition order: arrays as ndarrays, scalars as NumPy scalars.
+
+        `stream` (an int) selects a separate sequence, SeedSequence([seed, i, t, stream]), with
+        trial t's distribution: used to vet the reference on inputs no candidate ever gets.
+        """
+        rng = self._rng(index, trial, stream)
         values = []
+        for t, kind, desc, shape, field in self._described(index, workload, axes):
+            if kind == "random":
+                values.append(self._random(rng, t, shape, trial, axes))
+            else:
+                values.append(self._given(kind, desc, t, shape, index, field))
+        return values
+
+    def feed(self, index, workload, trial, axes, calls):
+        """What `calls` timed calls get, drawn from SeedSequence([seed, i, trial]).
+
+        Each random array input gets one pool of n + extra elements from its distribution
+        (extra = max(calls, min(n, POOL_EXTRA_BYTES / itemsize))), drawn in definition order,
+        then per input `calls` distinct window offsets into it (pairwise distinct modulo the
+        innermost extent where that extent allows). Random scalars get `calls` fresh values.
+        Scalar and safetensors inputs are the same in every call.
+        """
+        rng = self._rng(index, trial, None)
+        sources = []
+        for t, kind, desc, shape, field in self._described(index, workload, axes):
+            if kind != "random":
+                sources.append(_Fixed(t, self._given(kind, desc, t, shape, index, field)))
+            elif shape is None:
+                sources.append(_Each(t, self._random(rng, t, (calls,), trial, axes)))
+            else:
+                n = math.prod(shape)
+                extra = max(calls, min(n, POOL_EXTRA_BYTES // t.dtype.itemsize))
+                pool = self._random(rng, t, (n + extra,), trial, axes)
+                sources.append(_Window(t, shape, pool, extra))
+        for source in sources:
+            if isinstance(source, _Window):
+                source.offsets = _offsets(rng, source.extra, calls, source.row)
+        return Feed(sources)
+
+    def _rng(self, index, trial, stream):
+        entropy = [self.seed, index, trial] + ([] if stream is None else [stream])
+        return np.random.default_rng(np.random.SeedSequence(entropy))
+
+    def _described(self, index, workload, axes):
+        given = workload.get("inputs") or {}
         for t in self.spec.inputs:
             field = f"workloads[{index}].inputs.{t.name}"
             desc = given.get(t.name) or {"type": "random"}
             kind = desc.get("type") if isinstance(desc, dict) else None
-            shape = None if t.is_scalar else self.spec.shape(t, axes)
-            if kind == "random":
-                override = self.overrides.get(t.name)
-                value = _sample(rng, t.dtype, shape, override, float_dist, axes,
-                                f"correctness.input_overrides.{t.name}")
-            elif kind == "scalar":
-                if not t.is_scalar:
-                    raise TaskError(field, f"'{t.name}' is an array, but workload {index} gives "
-                                           f"it as a scalar")
-                value = _scalar(desc.get("value"), t.dtype, field)
-            elif kind == "safetensors":
-                value = self._from_file(desc, t, shape, field)
-            else:
+            if kind not in ("random", "scalar", "safetensors"):
                 raise TaskError(f"{field}.type", f"unknown input type {kind!r}; expected random, "
                                                  f"scalar or safetensors")
-            values.append(value)
-        return values
+            shape = None if t.is_scalar else self.spec.shape(t, axes)
+            yield t, kind, desc, shape, field
+
+    def _random(self, rng, t, shape, trial, axes):
+        float_dist = self.distributions[trial % len(self.distributions)]
+        return _sample(rng, t.dtype, shape, self.overrides.get(t.name), float_dist, axes,
+                       f"correctness.input_overrides.{t.name}")
+
+    def _given(self, kind, desc, t, shape, index, field):
+        if kind == "scalar":
+            if not t.is_scalar:
+                raise TaskError(field, f"'{t.name}' is an array, but workload {index} gives "
+                                       f"it as a scalar")
+            return _scalar(desc.get("value"), t.dtype, field)
+        return self._from_file(desc, t, shape, field)
 
     def _from_file(self, desc, tensor, shape, field):
         path, key = desc.get("path"), desc.get("tensor_key")
@@ -168,3 +217,86 @@ def _num(params, key, field):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TaskError(f"{field}.{key}", f"{key} must be a number, not {value!r}")
     return float(value)
+
+
+class Feed:
+    """The inputs of every timed call of one workload (see InputMaker.feed)."""
+
+    def __init__(self, sources):
+        self.sources = sources
+
+    def buffers(self):
+        """One array per array input, to be refilled for every call; None for scalars."""
+        return [None if s.tensor.is_scalar else np.empty(s.shape(), s.tensor.dtype)
+                for s in self.sources]
+
+    def fill(self, k, buffers):
+        """Copy call k's contents into `buffers`; returns the values to pass (definition order)."""
+        values = []
+        for source, buffer in zip(self.sources, buffers):
+            expected = source.expected(k)
+            if buffer is None:
+                values.append(expected)
+            else:
+                np.copyto(buffer, expected)
+                values.append(buffer)
+        return values
+
+    def expected(self, k):
+        """Call k's contents: arrays (windows, not copies) and scalars, in definition order."""
+        return [s.expected(k) for s in self.sources]
+
+    @property
+    def varies(self):
+        """False when every input is the same in every call (scalars and files only)."""
+        return any(not isinstance(s, _Fixed) for s in self.sources)
+
+
+class _Fixed:
+    def __init__(self, tensor, value):
+        self.tensor, self.value = tensor, value
+
+    def shape(self):
+        return self.value.shape
+
+    def expected(self, k):
+        return self.value
+
+
+class _Each:
+    def __init__(self, tensor, values):
+        self.tensor, self.values = tensor, values
+
+    def expected(self, k):
+        return self.values[k]
+
+
+class _Window:
+    def __init__(self, tensor, shape, pool, extra):
+        self.tensor, self._shape, self.pool, self.extra = tensor, shape, pool, extra
+        self.n = math.prod(shape)
+        self.row = shape[-1] if shape else 1  # innermost extent
+        self.offsets = None
+
+    def shape(self):
+        return self._shape
+
+    def expected(self, k):
+        o = int(self.offsets[k])
+        return self.pool[o:o + self.n].reshape(self._shape)
+
+
+def _offsets(rng, extra, calls, row):
+    """`calls` distinct offsets in [0, extra]; distinct modulo `row` too when row allows it.
+
+    Distinct residues mean no call sees a row (innermost run of `row` elements) that an earlier
+    call saw at the same place in its input.
+    """
+    if calls <= 0:
+        return np.zeros(0, np.int64)
+    lanes = min(row, extra + 1)
+    if row > 0 and lanes >= calls:
+        residue = rng.choice(lanes, size=calls, replace=False)
+        quotient = rng.integers(0, (extra - residue) // row + 1)
+        return residue + row * quotient
+    return rng.choice(extra + 1, size=calls, replace=False)

@@ -9,7 +9,7 @@ import types
 
 import numpy as np
 
-from .errors import TaskError
+from .errors import ReferenceRaised, TaskError
 
 _MODULE = "ksearch_reference"
 
@@ -47,8 +47,8 @@ class Reference:
         try:
             return self.run(**kwargs)
         except Exception as e:
-            raise TaskError("reference", f"the reference raised {type(e).__name__}: "
-                                                    f"{e} ({where})") from None
+            text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+            raise ReferenceRaised(f"the reference raised {text} ({where})", type(e)) from None
 
     def outputs(self, raw, shapes, where):
         """The reference's return value as NumPy arrays in definition output order."""

@@ -1,4 +1,4 @@
-"""CPU timing: interleaved (reference, candidate) pairs around single calls.
+"""CPU timing: (candidate, reference) pairs around single calls, every call on new inputs.
 
 Only raw samples leave this module; the statistics are computed by Rust, outside the process
 that hosts the candidate.
@@ -7,11 +7,19 @@ that hosts the candidate.
 from time import perf_counter_ns
 
 
-def time_pairs(reference, candidate, settings, before_candidate, after_reference):
-    """Warm up, then time up to `iterations` pairs; the order inside a pair alternates.
+def time_pairs(session, settings):
+    """Run `warmup` untimed pairs, then time up to `iterations` pairs.
 
-    `before_candidate` (re-poisoning the outputs) and `after_reference` (scrubbing the
-    reference's result) run outside the timed intervals.
+    Pair k: `session.candidate(k)` prepares call k (its own input contents copied in, outputs
+    poisoned) and returns the call; it is timed; `session.candidate_done(k)` takes what the call
+    left; `session.reference(k)` prepares the reference on a clone of the same contents; it is
+    timed; `session.reference_done(k, result)` checks the candidate's call k against it.
+    Everything but the two calls runs outside the timed intervals; a failed check raises out of
+    here. The candidate always runs first: the reference's result for these inputs must not
+    exist before the candidate has been called on them.
+
+    Timing stops early after `min_iterations` timed pairs once `max_seconds` have elapsed since
+    the first warm-up pair began.
     """
     warmup = int(settings.get("warmup", 3))
     iterations = int(settings.get("iterations", 50))
@@ -19,25 +27,23 @@ def time_pairs(reference, candidate, settings, before_candidate, after_reference
     budget_ns = int(float(settings.get("max_seconds", 1.0)) * 1e9)
     clock = perf_counter_ns
     start = clock()
-    for _ in range(warmup):
-        after_reference(reference())
-        before_candidate()
-        candidate()
-
     ref_ns, cand_ns = [], []
-    for k in range(iterations):
-        if k % 2 == 0:
-            t0 = clock(); result = reference(); t1 = clock()
-            after_reference(result)
-            before_candidate()
-            t2 = clock(); candidate(); t3 = clock()
-        else:
-            before_candidate()
-            t2 = clock(); candidate(); t3 = clock()
-            t0 = clock(); result = reference(); t1 = clock()
-            after_reference(result)
-        ref_ns.append(t1 - t0)
-        cand_ns.append(t3 - t2)
-        if k + 1 >= min_iterations and clock() - start >= budget_ns:
-            break
+    for k in range(warmup + iterations):
+        candidate = session.candidate(k)
+        t0 = clock(); candidate(); t1 = clock()
+        session.candidate_done(k)
+        reference = session.reference(k)
+        t2 = clock(); result = reference(); t3 = clock()
+        session.reference_done(k, result)
+        del result
+        if k >= warmup:
+            cand_ns.append(t1 - t0)
+            ref_ns.append(t3 - t2)
+            if len(cand_ns) >= min_iterations and clock() - start >= budget_ns:
+                break
     return {"clock": "perf_counter_ns", "candidate_ns": cand_ns, "reference_ns": ref_ns}
+
+
+def calls(settings):
+    """The most calls of each kind `time_pairs` makes with these settings."""
+    return max(int(settings.get("warmup", 3)), 0) + max(int(settings.get("iterations", 50)), 0)

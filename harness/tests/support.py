@@ -3,6 +3,7 @@
 import copy
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -43,6 +44,54 @@ void softmax(const float* x, float* y, int64_t M) {
     %(after)s
 }
 """
+
+
+# A small matmul task: C[M, N] = A[M, K] @ B[K, N], every axis a var axis.
+MATMUL = {
+    "name": "matmul_small",
+    "op_type": "matmul",
+    "axes": {"M": {"type": "var"}, "K": {"type": "var"}, "N": {"type": "var"}},
+    "inputs": {"A": {"shape": ["M", "K"], "dtype": "float32"},
+               "B": {"shape": ["K", "N"], "dtype": "float32"}},
+    "outputs": {"C": {"shape": ["M", "N"], "dtype": "float32"}},
+    "reference": (
+        "import numpy as np\n"
+        "def run(A, B):\n"
+        "    return (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)\n"
+    ),
+}
+MATMUL_WORKLOADS = [{"uuid": "m0", "axes": {"M": 24, "K": 40, "N": 16}},
+                    {"uuid": "m1", "axes": {"M": 7, "K": 5, "N": 33}}]
+MATMUL_TOLERANCE = {"float32": {"atol": 1e-3, "rtol": 1e-4}}
+
+# Computes C honestly in compute(); the %(...)s holes let a test bend when it is called.
+MATMUL_C = r"""
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+%(prelude)s
+static void compute(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N) {
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < K; k++) acc += A[i * K + k] * B[k * N + j];
+            C[i * N + j] = acc;
+        }
+}
+void matmul(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N) {
+    %(body)s
+}
+"""
+
+
+def matmul_request(prelude="", body="compute(A, B, C, M, K, N);", **overrides):
+    source = MATMUL_C % {"prelude": prelude, "body": body}
+    correctness = {"trials": 3, "distributions": ["normal", "uniform", "heavy_tailed"],
+                   "tolerance": MATMUL_TOLERANCE, "matched_ratio": 1.0}
+    overrides.setdefault("workloads", MATMUL_WORKLOADS)
+    overrides.setdefault("correctness", correctness)
+    overrides.setdefault("definition", MATMUL)
+    return request(source, symbol="matmul", **overrides)
 
 
 def softmax_source(prelude="", before="", after="", rows="M", j0="0"):
@@ -106,12 +155,17 @@ class Run:
         return [e["status"] for e in self.workloads]
 
 
-def run(req, env=None, timeout=60):
+def run(req, env=None, timeout=60, address_space=None):
+    """Run the harness on `req`; `address_space` (bytes) sets RLIMIT_AS as ksearch eval does."""
+    def limit():
+        if address_space is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
     with tempfile.TemporaryDirectory(prefix="ksearch-test-") as tmp:
         environ = dict(os.environ)
         environ.update({"PYTHONPATH": HARNESS_DIR, "TMPDIR": tmp})
         environ.update(env or {})
         proc = subprocess.run([sys.executable, "-m", "ksearch_harness"],
                               input=json.dumps(req).encode(), cwd=tmp, env=environ,
-                              capture_output=True, timeout=timeout)
+                              capture_output=True, timeout=timeout, preexec_fn=limit)
     return Run(proc)

@@ -6,7 +6,7 @@ import unittest
 import numpy as np
 
 from ksearch_harness import dtypes
-from ksearch_harness.compare import Tally, compare, largest_finite_magnitude
+from ksearch_harness.compare import FastCheck, Tally, compare, largest_finite_magnitude
 
 
 def check(out, ref, atol=0.25, rtol=0.25, dtype=np.float64):
@@ -118,6 +118,61 @@ class DegenerateReference(unittest.TestCase):
         self.assertEqual(largest_finite_magnitude(np.zeros(0)), 0.0)
         self.assertEqual(largest_finite_magnitude(np.array([False, True])), 1.0)
         self.assertEqual(largest_finite_magnitude(np.array([False])), 0.0)
+
+
+class FastPath(unittest.TestCase):
+    """FastCheck.passes must imply that compare() finds no mismatch (it may fail more often)."""
+
+    def fast(self, out, ref, atol, rtol):
+        return FastCheck(out.shape, out.dtype, atol, rtol).passes(out, ref)
+
+    def test_passing_fast_check_implies_the_full_rule(self):
+        # Element by element (FastCheck.verdicts): accepted by the fast test => within
+        # |out - ref| <= atol + rtol * |ref| in float64, for errors straddling the bound.
+        rng = np.random.default_rng(0)
+        for dtype, ref_dtype, atol, rtol in [(np.float32, np.float32, 1e-8, 1e-3),
+                                             (np.float32, np.float64, 1e-4, 1e-4),
+                                             (np.float32, np.float32, 0.0, 1e-4),
+                                             (np.float32, np.float32, 1e-3, 0.0),
+                                             (np.float16, np.float16, 1e-2, 1e-2),
+                                             (np.float16, np.float32, 1e-3, 1e-3),
+                                             (np.float64, np.float64, 1e-6, 1e-6)]:
+            n = 50000
+            ref = (rng.standard_t(3, n) * 10.0 ** rng.integers(-4, 3, n)).astype(ref_dtype)
+            r64 = ref.astype(np.float64)
+            bound = atol + rtol * np.abs(r64)
+            scale = rng.uniform(1 - 2 ** -7, 1 + 2 ** -7, n) * rng.choice([-1, 1], n)
+            out = (r64 + scale * bound).astype(dtype)
+            fast = FastCheck(out.shape, out.dtype, atol, rtol).verdicts(out, ref)
+            full = np.abs(out.astype(np.float64) - r64) <= bound
+            self.assertFalse((fast & ~full).any(), dtype)
+            self.assertGreater(fast.mean(), 0.2, dtype)  # not vacuous
+            self.assertLess(fast.mean(), full.mean(), dtype)  # the margin fails a few more
+            accepted = fast.nonzero()[0]
+            self.assertTrue(self.fast(out[accepted], ref[accepted], atol, rtol), dtype)
+            self.assertEqual(compare(out[accepted], ref[accepted], atol, rtol).mismatched, 0)
+
+    def test_nan_poison_and_non_finite_values_go_to_the_full_rule(self):
+        ref = np.array([1.0, 2.0, 3.0], np.float32)
+        self.assertTrue(self.fast(ref.copy(), ref, 1e-4, 1e-4))
+        out = ref.copy()
+        out[1] = np.nan
+        self.assertFalse(self.fast(out, ref, 1e-4, 1e-4))
+        both = np.array([np.inf, np.nan, 1.0], np.float32)
+        self.assertFalse(self.fast(both, both, 1e-4, 1e-4))  # compare() decides these
+        self.assertFalse(self.fast(np.array([1.0002], np.float32), np.array([1.0], np.float32),
+                                   1e-4, 1e-4))
+
+    def test_integers_and_bools_must_be_equal(self):
+        ints = np.array([1, 5, -3], np.int32)
+        self.assertTrue(self.fast(ints.copy(), ints.astype(np.int64), 0.0, 0.0))
+        self.assertFalse(self.fast(ints + 1, ints, 0.0, 0.0))
+        poisoned = np.empty(3, np.bool_)
+        dtypes.poison(poisoned)
+        truth = np.array([True, False, True])
+        self.assertFalse(self.fast(poisoned, truth, 0.0, 0.0))
+        self.assertTrue(self.fast(truth.copy(), truth, 0.0, 0.0))
+        self.assertTrue(self.fast(truth.copy(), truth.astype(np.float32), 0.0, 0.0))
 
 
 if __name__ == "__main__":

@@ -46,9 +46,13 @@ class PassingKernel(unittest.TestCase):
 
     def test_progress_precedes_each_stage_and_done_is_last(self):
         stages = [(e["stage"], e["workload"], e["trial"]) for e in self.result.of("progress")]
-        self.assertEqual(stages[:5], [("compile", None, None), ("correctness", 0, 0),
+        # The reference is vetted before compiling; loading runs the candidate's code first.
+        self.assertEqual(stages[:7], [("reference", 0, None), ("compile", None, None),
+                                      ("load", 0, None), ("correctness", 0, 0),
                                       ("correctness", 0, 1), ("correctness", 0, 2),
                                       ("timing", 0, None)])
+        self.assertEqual(list(self.result.events[-1]["stages"]),
+                         ["startup", "reference", "compile", "load", "correctness", "timing"])
         self.assertEqual(self.result.events[-1]["event"], "done")
         done = self.result.events[-1]
         self.assertEqual(done["harness_version"], "0.1.0")
@@ -103,14 +107,15 @@ class WrongKernels(unittest.TestCase):
         self.assertEqual(r.statuses, ["incorrect_numerical"])
         self.assertEqual(r.events[-1]["event"], "done")
 
-    def test_skipping_work_on_repeated_pointers_is_caught_after_timing(self):
+    def test_skipping_work_on_repeated_pointers_is_caught_during_timing(self):
         source = softmax_source(prelude="static const float* last;",
                                 before="if (x == last) return; last = x;")
         r = run(request(source))
         self.assertEqual(r.statuses, ["incorrect_numerical"] * 3)
         for w in r.workloads:
             self.assertEqual(w["correctness"]["mismatched"], 0)  # every trial saw new pointers
-            self.assertTrue(w["reason"].startswith("the outputs of the last timed call"),
+            # Timing call 0 sees new buffers; call 1 (the first timed call) the same ones again.
+            self.assertTrue(w["reason"].startswith("during timing (call 1, a timed call;"),
                             w["reason"])
             self.assertNotIn("timing", w)
 
@@ -131,7 +136,8 @@ class WrongKernels(unittest.TestCase):
 class BrokenCandidates(unittest.TestCase):
     def test_syntax_error_is_a_failed_compile_with_the_message(self):
         r = run(request("#include <stdint.h>\nvoid softmax(const float* x {\n"))
-        self.assertEqual([e["event"] for e in r.events], ["progress", "compile", "done"])
+        self.assertEqual([e["event"] for e in r.events],
+                         ["progress", "progress", "compile", "done"])  # reference, compile
         compile_event = r.of("compile")[0]
         self.assertFalse(compile_event["ok"])
         self.assertIn("kernel.c:2", compile_event["log"])
@@ -296,9 +302,10 @@ class TaskProblems(unittest.TestCase):
         self.assertEqual(error["field"], "reference")
         self.assertTrue(error["message"].startswith(
             "the reference's output 'y' has no finite value above atol=0.0001 (largest |ref| = "
-            "0) on workload 0 ('w0'), trial 0, so it cannot tell a correct kernel from one that "
-            "writes zeros"), error["message"])
+            "0) on workload 0 ('w0'), checked before the candidate is loaded, so it cannot tell "
+            "a correct kernel from one that writes zeros"), error["message"])
         self.assertEqual(r.workloads, [])
+        self.assertEqual(r.of("compile"), [])  # vetted before compiling and loading
         self.assertEqual(r.events[-1]["event"], "done")
 
     def test_check_task_mode_runs_only_the_reference(self):
@@ -325,7 +332,11 @@ class TaskProblems(unittest.TestCase):
         r = run(request(definition=definition))
         (error,) = r.of("task_error")
         self.assertEqual(error["message"], "the reference raised ValueError: bad axis "
-                                           "(workload 0 ('w0'), trial 0)")
+                                           "(workload 0 ('w0'), checked before the candidate "
+                                           "is loaded)")
+        r = run(request(mode="check_task", candidate=None, definition=definition))
+        self.assertEqual(r.of("task_error")[0]["message"],
+                         "the reference raised ValueError: bad axis (workload 0 ('w0'), trial 0)")
 
     def test_bfloat16_is_refused_by_backend_c(self):
         definition = dict(support.SOFTMAX)

@@ -134,6 +134,79 @@ class Distributions(unittest.TestCase):
         self.assertEqual(e.exception.field, "workloads[4].axes.M")
 
 
+def fill_all(feed, calls):
+    """Every call's values (copies), as {name: value} dicts."""
+    buffers = feed.buffers()
+    out = []
+    for k in range(calls):
+        values = feed.fill(k, buffers)
+        out.append({s.tensor.name: (v.copy() if isinstance(v, np.ndarray) else v)
+                    for s, v in zip(feed.sources, values)})
+    return out
+
+
+class TimingFeed(unittest.TestCase):
+    OVERRIDES = {"x": {"distribution": "uniform", "low": -1.5, "high": -0.1},
+                 "idx": {"distribution": "randint", "low": 3, "high": "N"}}
+
+    def feed(self, overrides=None, workload=WORKLOAD, calls=33, seed=7):
+        m, spec = maker(overrides if overrides is not None else self.OVERRIDES, seed=seed)
+        return m.feed(0, workload, 3, spec.axes_for(workload, 0), calls), m, spec
+
+    def test_every_call_gets_contents_no_other_call_had_in_the_task_distribution(self):
+        feed, _, _ = self.feed()
+        calls = fill_all(feed, 33)
+        for name in ("x", "h", "idx", "mask"):
+            self.assertEqual(len({c[name].tobytes() for c in calls}), 33, name)
+        for c in calls:
+            self.assertEqual((c["x"].shape, c["x"].dtype), ((500, 64), np.float32))
+            self.assertTrue(((c["x"] >= -1.5) & (c["x"] < -0.1)).all())  # the override holds
+            self.assertTrue(((c["idx"] >= 3) & (c["idx"] < 64)).all())   # valid indices
+            self.assertEqual(c["h"].dtype, np.float16)
+            self.assertEqual(c["mask"].dtype, np.bool_)
+            self.assertEqual(c["eps"], np.float32(1e-6))                  # given scalar: fixed
+            self.assertIsInstance(c["eps"], np.float32)
+
+    def test_windows_are_views_of_one_pool_at_distinct_offsets_and_row_phases(self):
+        feed, _, _ = self.feed()
+        x = feed.sources[0]
+        self.assertEqual(x.pool.size, 500 * 64 + 500 * 64)  # extra = n below the byte cap
+        self.assertEqual(len(set(x.offsets.tolist())), 33)
+        self.assertEqual(len({o % 64 for o in x.offsets.tolist()}), 33)  # no row seen twice
+        self.assertTrue((x.offsets >= 0).all() and (x.offsets <= x.extra).all())
+        window = feed.expected(5)[0]
+        self.assertTrue(np.shares_memory(window, x.pool))
+        idx = feed.sources[2]  # 500 elements in rows of 500: offsets below the row length
+        self.assertEqual(len(set(idx.offsets.tolist())), 33)
+
+    def test_random_scalar_is_drawn_for_every_call(self):
+        feed, _, _ = self.feed(workload={"uuid": "w", "axes": {"M": 4}})
+        eps = [c["eps"] for c in fill_all(feed, 33)]
+        self.assertEqual(len(set(eps)), 33)
+        self.assertTrue(all(isinstance(e, np.float32) for e in eps))
+
+    def test_small_inputs_still_get_a_distinct_window_per_call(self):
+        feed, _, _ = self.feed(workload={"uuid": "w", "axes": {"M": 1}}, calls=40)
+        idx = feed.sources[2]
+        self.assertEqual(idx.extra, 40)
+        self.assertEqual(len(set(idx.offsets.tolist())), 40)
+
+    def test_seeded_by_seed_workload_and_trial(self):
+        a, _, _ = self.feed()
+        b, _, _ = self.feed()
+        c, _, _ = self.feed(seed=8)
+        self.assertTrue(same(a.expected(7)[0], b.expected(7)[0]))
+        self.assertFalse(same(a.expected(7)[0], c.expected(7)[0]))
+
+    def test_vetting_stream_differs_from_the_trial(self):
+        m, spec = maker()
+        axes = spec.axes_for(WORKLOAD, 0)
+        trial = m.draw(0, WORKLOAD, 0, axes)[0]
+        vet = m.draw(0, WORKLOAD, 0, axes, stream=1)[0]
+        self.assertFalse(same(trial, vet))
+        self.assertGreater(np.abs(vet).max(), 2.5)  # trial 0's distribution: normal
+
+
 def write_safetensors(path, tensors):
     header, blobs, offset = {"__metadata__": {"format": "np"}}, [], 0
     codes = {np.dtype("<f4"): "F32", np.dtype("<i8"): "I64", np.dtype("<f2"): "F16"}
@@ -173,6 +246,16 @@ class Safetensors(unittest.TestCase):
         a, b = draw(m, spec, 0, 0, workload)["x"], draw(m, spec, 0, 1, workload)["x"]
         self.assertTrue(same(a, self.x) and same(b, self.x))
         self.assertFalse(np.shares_memory(a, b))
+
+    def test_file_input_is_the_same_in_every_timed_call(self):
+        m, spec = maker(task_dir=self.dir.name)
+        workload = {"uuid": "w", "axes": {"M": 500}, "inputs": {
+            "x": {"type": "safetensors", "path": "blob/w.safetensors", "tensor_key": "x"}}}
+        feed = m.feed(0, workload, 3, spec.axes_for(workload, 0), 5)
+        calls = fill_all(feed, 5)
+        self.assertTrue(all(same(c["x"], self.x) for c in calls))
+        self.assertEqual(len({c["idx"].tobytes() for c in calls}), 5)  # random inputs vary
+        self.assertTrue(feed.varies)
 
     def test_file_must_match_the_definition_and_stay_in_the_task(self):
         m, spec = maker(task_dir=self.dir.name)

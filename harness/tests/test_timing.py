@@ -9,59 +9,73 @@ import unittest
 import numpy as np
 
 from ksearch_harness import protocol
-from ksearch_harness.timing import time_pairs
+from ksearch_harness.errors import CandidateError
+from ksearch_harness.timing import calls, time_pairs
 
 
 class Recorder:
-    def __init__(self, sleep_s=0.0):
-        self.calls = []
+    """A session that logs what the loop asks for, in order."""
+
+    def __init__(self, sleep_s=0.0, fail_at=None):
+        self.log = []
         self.sleep_s = sleep_s
+        self.fail_at = fail_at
 
-    def reference(self):
-        self.calls.append("ref")
-        time.sleep(self.sleep_s)
-        return "result"
+    def candidate(self, k):
+        self.log.append(f"prepare cand {k}")
+        return lambda: (self.log.append("cand"), time.sleep(self.sleep_s))
 
-    def candidate(self):
-        self.calls.append("cand")
-        time.sleep(self.sleep_s)
+    def candidate_done(self, k):
+        self.log.append(f"take {k}")
 
-    def repoison(self):
-        self.calls.append("poison")
+    def reference(self, k):
+        self.log.append(f"prepare ref {k}")
+        return lambda: (self.log.append("ref"), time.sleep(self.sleep_s), f"result {k}")[-1]
 
-    def scrub(self, result):
-        self.calls.append(f"scrub:{result}")
+    def reference_done(self, k, result):
+        self.log.append(f"check {k} against {result}")
+        if k == self.fail_at:
+            raise CandidateError("incorrect_numerical", f"call {k}")
+
+
+def pair(k):
+    return [f"prepare cand {k}", "cand", f"take {k}", f"prepare ref {k}", "ref",
+            f"check {k} against result {k}"]
 
 
 class TimePairs(unittest.TestCase):
-    def test_warmup_then_alternating_pairs_with_hooks_outside(self):
+    def test_candidate_first_in_every_pair_and_every_call_checked(self):
         r = Recorder()
-        out = time_pairs(r.reference, r.candidate, {"warmup": 2, "iterations": 3,
-                                                    "min_iterations": 1, "max_seconds": 100},
-                         r.repoison, r.scrub)
-        warm = ["ref", "scrub:result", "poison", "cand"]
-        even = ["ref", "scrub:result", "poison", "cand"]
-        odd = ["poison", "cand", "ref", "scrub:result"]
-        self.assertEqual(r.calls, warm * 2 + even + odd + even)
+        out = time_pairs(r, {"warmup": 2, "iterations": 3, "min_iterations": 1,
+                             "max_seconds": 100})
+        self.assertEqual(r.log, sum((pair(k) for k in range(5)), []))
         self.assertEqual(out["clock"], "perf_counter_ns")
-        self.assertEqual(len(out["candidate_ns"]), 3)
+        self.assertEqual(len(out["candidate_ns"]), 3)  # warm-up pairs are not reported
         self.assertEqual(len(out["reference_ns"]), 3)
         self.assertTrue(all(isinstance(n, int) for n in out["candidate_ns"]))
 
+    def test_a_failed_check_ends_timing_with_its_error(self):
+        r = Recorder(fail_at=1)
+        with self.assertRaises(CandidateError) as caught:
+            time_pairs(r, {"warmup": 3, "iterations": 5, "min_iterations": 1,
+                           "max_seconds": 100})
+        self.assertEqual(caught.exception.reason, "call 1")
+        self.assertEqual(r.log, pair(0) + pair(1))
+
     def test_stops_after_min_iterations_once_the_budget_is_spent(self):
         r = Recorder(sleep_s=0.01)
-        out = time_pairs(r.reference, r.candidate, {"warmup": 0, "iterations": 50,
-                                                    "min_iterations": 4, "max_seconds": 0.001},
-                         r.repoison, r.scrub)
+        out = time_pairs(r, {"warmup": 0, "iterations": 50, "min_iterations": 4,
+                             "max_seconds": 0.001})
         self.assertEqual(len(out["candidate_ns"]), 4)
         self.assertGreater(min(out["candidate_ns"]), 9_000_000)  # the sleep is inside the clock
+        self.assertGreater(min(out["reference_ns"]), 9_000_000)
 
     def test_iterations_cap_the_pairs(self):
         r = Recorder()
-        out = time_pairs(r.reference, r.candidate, {"warmup": 0, "iterations": 7,
-                                                    "min_iterations": 2, "max_seconds": 100},
-                         r.repoison, r.scrub)
+        out = time_pairs(r, {"warmup": 0, "iterations": 7, "min_iterations": 2,
+                             "max_seconds": 100})
         self.assertEqual(len(out["reference_ns"]), 7)
+        self.assertEqual(calls({"warmup": 3, "iterations": 7}), 10)
 
 
 class ProtocolLines(unittest.TestCase):

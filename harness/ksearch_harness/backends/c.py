@@ -108,6 +108,13 @@ class Backend:
 
     # ---- call --------------------------------------------------------------------------------
 
+    def load(self, spec):
+        """Load the built library (this runs the candidate's constructors) and find the entry.
+
+        Raises CandidateError (runtime_error) when that fails; later calls raise it again.
+        """
+        self._load(spec)
+
     def prepare(self, spec, axes):
         function = self._load(spec)
         kinds = [_SCALARS[t.dtype_name] if t.is_scalar else None for t in spec.inputs]
@@ -120,6 +127,9 @@ class Backend:
                 library = ctypes.CDLL(self._library)  # runs the candidate's constructors
             except OSError as e:
                 self._load_error = f"loading the compiled candidate failed: {e}"
+            except Exception as e:  # noqa: BLE001 - e.g. MemoryError after its constructors ran
+                self._load_error = (f"loading the compiled candidate failed: "
+                                    f"{type(e).__name__}: {e}")
             else:
                 try:
                     function = getattr(library, self._symbol)
