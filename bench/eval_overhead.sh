@@ -28,12 +28,13 @@ for i in range(1, runs + 1):
     st = j["stage_seconds"]
     kernel = sum(sum(w["timing"]["candidate_ns"]) + sum(w["timing"]["reference_ns"])
                  for w in j["workloads"] if w.get("timing")) / 1e9
-    rows.append(dict(wall=wall, startup=st.get("startup", 0), compile=st.get("compile", 0),
+    rows.append(dict(wall=wall, startup=st.get("startup", 0), reference=st.get("reference", 0),
+                     compile=st.get("compile", 0), load=st.get("load", 0),
                      correctness=st.get("correctness", 0), timing=st.get("timing", 0),
                      kernel=kernel, status=j["status"]))
 med = lambda k: statistics.median(r[k] for r in rows)
 wall = med("wall")
-harness = med("startup") + med("compile") + med("correctness") + med("timing")
+harness = sum(med(k) for k in ["startup", "reference", "compile", "load", "correctness", "timing"])
 fixed = wall - med("correctness") - med("timing")
 print(f"task {task}, {runs} runs, statuses: {sorted(set(r['status'] for r in rows))}")
 print()
@@ -42,7 +43,9 @@ print("|---|---|---|")
 for name, v in [("whole command (wall)", wall),
                 ("process start, Rust side, outside the harness", wall - harness),
                 ("harness startup (Python, NumPy import, request)", med("startup")),
+                ("reference vetted on workload 0", med("reference")),
                 ("compile (cc -O3)", med("compile")),
+                ("load (dlopen, symbol lookup)", med("load")),
                 ("correctness trials (inputs, candidate, reference, compare)", med("correctness")),
                 ("timing stage", med("timing")),
                 ("  of which inside timed kernel calls (candidate + reference)", med("kernel"))]:
