@@ -104,8 +104,12 @@ impl Driver<'_> {
                     let Some(client) = &self.brains.planner else {
                         return self.await_agent(&request);
                     };
-                    self.say(&format!("planner: {} ...", plan_label(&plan)));
-                    match rt.block_on(ask(client, self.store, &id, messages))? {
+                    let spinner = self.waiting(&format!("planner: {} ...", plan_label(&plan)));
+                    let answer = rt.block_on(ask(client, self.store, &id, messages))?;
+                    if let Some(s) = spinner {
+                        s.finish_and_clear();
+                    }
+                    match answer {
                         Ok(text) => Event::PlannerAnswered { request_id: id, text },
                         Err((error, fatal)) => Event::RequestFailed {
                             request_id: id,
@@ -124,12 +128,16 @@ impl Driver<'_> {
                     let Some(client) = &self.brains.coder else {
                         return self.await_agent(&request);
                     };
-                    self.say(&format!(
+                    let spinner = self.waiting(&format!(
                         "coder: {} for {node_id} (round {}) ...",
                         code.as_str(),
                         self.engine.round()
                     ));
-                    match rt.block_on(ask(client, self.store, &id, messages))? {
+                    let answer = rt.block_on(ask(client, self.store, &id, messages))?;
+                    if let Some(s) = spinner {
+                        s.finish_and_clear();
+                    }
+                    match answer {
                         Ok(text) => Event::CoderAnswered { request_id: id, text },
                         Err((error, fatal)) => Event::RequestFailed {
                             request_id: id,
@@ -154,7 +162,14 @@ impl Driver<'_> {
                         candidate_id,
                         summary: summary.clone(),
                     },
-                    None => self.evaluate_event(id, candidate_id, purpose, &language, &sources)?,
+                    None => {
+                        let spinner = self.waiting(&format!("evaluating candidate {candidate_id} ..."));
+                        let event = self.evaluate_event(id, candidate_id, purpose, &language, &sources);
+                        if let Some(s) = spinner {
+                            s.finish_and_clear();
+                        }
+                        event?
+                    }
                 },
             };
             let body = serde_json::to_value(&event).context("cannot encode an event")?;
@@ -226,10 +241,20 @@ impl Driver<'_> {
         })
     }
 
-    fn say(&self, line: &str) {
-        if !self.quiet {
-            eprintln!("  {line}");
+    /// Shows what is being waited for: a spinner on a terminal, one line otherwise. The
+    /// spinner is cleared by dropping the returned bar's `finish_and_clear`.
+    fn waiting(&self, line: &str) -> Option<indicatif::ProgressBar> {
+        if self.quiet {
+            return None;
         }
+        if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            eprintln!("  {line}");
+            return None;
+        }
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.set_message(line.to_string());
+        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        Some(bar)
     }
 
     fn report(&self, event: &Event) {
@@ -406,6 +431,12 @@ async fn ask(
     request_id: &str,
     messages: Vec<ksearch_llm::Message>,
 ) -> anyhow::Result<Result<String, (String, bool)>> {
+    // Answered before a crash but never turned into an event: use that answer, don't pay twice.
+    if let Some(answer) = store.answer_for_request(request_id)? {
+        if let Ok(response) = serde_json::from_value::<ksearch_llm::ChatResponse>(answer) {
+            return Ok(Ok(response.text));
+        }
+    }
     let request = ChatRequest {
         messages,
         ..Default::default()

@@ -310,3 +310,29 @@ fn agent_mode_round_trip_through_the_cli() {
     let show = setup.show(&run_dir);
     assert!(show["state"].as_str().unwrap().starts_with("finished"), "{show}");
 }
+
+#[test]
+fn an_exhausted_budget_stops_the_run_cleanly_and_keeps_its_best() {
+    let setup = Setup::new();
+    let config = setup.work.path().join("ksearch.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[budget]\nmax_calls = 2\n");
+    std::fs::write(&config, text).unwrap();
+    let run_dir = setup.work.path().join("budget");
+    let r = setup.run(&run_dir, &["--llm", "local"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let j = r.json();
+    assert_eq!(j["status"], "finished");
+    let reason = j["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("budget exhausted: LLM calls (2 spent of 2 allowed)"),
+        "{reason}"
+    );
+    assert_eq!(setup.coder_calls.load(Ordering::SeqCst), 1, "the third call never left");
+    assert!(
+        j["best_candidate"].is_i64(),
+        "the candidate found before the stop is kept: {j}"
+    );
+    let show = setup.show(&run_dir);
+    assert!(show["state"].as_str().unwrap().starts_with("finished"), "{show}");
+}

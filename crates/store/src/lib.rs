@@ -321,6 +321,22 @@ impl RunStore {
             .transpose()
     }
 
+    /// The answer recorded for a request of this run, if it was answered (the request may have
+    /// been answered and recorded just before a crash kept its event from being appended).
+    pub fn answer_for_request(&self, request_id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        let text: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT answer FROM llm_exchanges WHERE request_id = ?1 AND answer IS NOT NULL ORDER BY id DESC LIMIT 1",
+                params![request_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        text.map(|t| serde_json::from_str(&t).map_err(|e| self.corrupt("llm_exchanges", request_id, e)))
+            .transpose()
+    }
+
     // --- candidates and evaluations -----------------------------------------------------
 
     /// Records a candidate under the id the engine gave it; recording it again (a resumed run
