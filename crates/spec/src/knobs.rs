@@ -207,13 +207,20 @@ impl KnobSpace {
         for (name, value) in a {
             let v = match value {
                 KnobValue::Bool(b) => evalexpr::Value::Boolean(*b),
-                KnobValue::Int(i) => evalexpr::Value::Float(*i as f64),
+                KnobValue::Int(i) => evalexpr::Value::Int(*i),
                 KnobValue::Str(s) => evalexpr::Value::String(s.clone()),
             };
             set(&mut ctx, name.clone(), v)?;
         }
         for (name, value) in hw {
-            set(&mut ctx, format!("hw_{name}"), evalexpr::Value::Float(*value))?;
+            // Whole figures as integers, so `==` and `%` behave as written (evalexpr compares
+            // an integer and a float as different values).
+            let v = if value.fract() == 0.0 && value.abs() < 1e15 {
+                evalexpr::Value::Int(*value as i64)
+            } else {
+                evalexpr::Value::Float(*value)
+            };
+            set(&mut ctx, format!("hw_{name}"), v)?;
         }
         for c in &self.constraints {
             match evalexpr::eval_boolean_with_context(&hw_names(&c.expr), &ctx) {
@@ -333,6 +340,10 @@ default = false
 [[constraint]]
 expr = "block * unroll <= hw.l1_kb * 4"
 reason = "the tile must fit"
+
+[[constraint]]
+expr = "unroll == 1 || block % 32 == 0"
+reason = "unrolled loops need whole 32-column blocks"
 "#;
 
     fn hw(l1: f64) -> IndexMap<String, f64> {
@@ -351,7 +362,8 @@ reason = "the tile must fit"
         big.insert("unroll".into(), KnobValue::Int(8));
         big.insert("block".into(), KnobValue::Int(64));
         assert!(s.check(&big, &hw(32.0)).unwrap_err().contains("the tile must fit"));
-        assert_eq!(s.enumerate_valid(&hw(1e9), 1000).len(), 32);
+        // unroll == 1 (8 assignments) or block in {32, 64} (3 x 2 x 2 = 12): integer == and %.
+        assert_eq!(s.enumerate_valid(&hw(1e9), 1000).len(), 20);
         assert!(s.enumerate_valid(&hw(32.0), 1000).len() < 32);
         let n = s.neighbours(&d, "unroll");
         assert_eq!(n.len(), 1);
