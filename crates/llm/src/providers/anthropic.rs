@@ -107,15 +107,6 @@ impl ChatModel for Anthropic {
             headers.push(("x-api-key", k.expose().to_string()));
         }
         let body = self.body(request)?;
-        let reply = self.http.post_json(&url, &headers, &body).await?;
-        let (text, finish_reason, usage, model) = self.parse(&reply.body)?;
-        Ok(ChatResponse {
-            text,
-            finish_reason,
-            usage,
-            model,
-            latency: reply.latency,
-            attempts: reply.attempts,
-        })
+        super::exchange(&self.http, &url, &headers, &body, |v| self.parse(v)).await
     }
 }

@@ -122,15 +122,6 @@ impl ChatModel for Gemini {
             None => vec![],
         };
         let body = self.body(request)?;
-        let reply = self.http.post_json(&self.url(), &headers, &body).await?;
-        let (text, finish_reason, usage, model) = self.parse(&reply.body)?;
-        Ok(ChatResponse {
-            text,
-            finish_reason,
-            usage,
-            model,
-            latency: reply.latency,
-            attempts: reply.attempts,
-        })
+        super::exchange(&self.http, &self.url(), &headers, &body, |v| self.parse(v)).await
     }
 }

@@ -52,6 +52,38 @@ impl Settings {
     }
 }
 
+/// What each wire protocol's parser extracts from an answer: text, finish reason, usage and
+/// the answering model.
+type Parsed = (String, crate::FinishReason, crate::Usage, String);
+
+/// Posts `body` and assembles the answer: the part every wire protocol shares.
+async fn exchange(
+    http: &crate::http::HttpClient,
+    url: &str,
+    headers: &[(&str, String)],
+    body: &Value,
+    parse: impl FnOnce(&Value) -> Result<Parsed, LlmError>,
+) -> Result<crate::ChatResponse, LlmError> {
+    let reply = http.post_json(url, headers, body).await?;
+    let (text, finish_reason, usage, model) = parse(&reply.body)?;
+    Ok(crate::ChatResponse {
+        text,
+        finish_reason,
+        usage,
+        model,
+        latency: reply.latency,
+        attempts: reply.attempts,
+    })
+}
+
+/// `Authorization: Bearer KEY` when a key is configured (OpenAI-compatible servers).
+fn bearer(http: &crate::http::HttpClient) -> Vec<(&'static str, String)> {
+    match http.key() {
+        Some(k) => vec![("authorization", format!("Bearer {}", k.expose()))],
+        None => vec![],
+    }
+}
+
 fn describe(config: &ProviderConfig) -> String {
     format!("{} ({})", config.name, config.model)
 }

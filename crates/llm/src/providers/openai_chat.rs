@@ -108,20 +108,8 @@ impl ChatModel for OpenaiChat {
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let config = self.http.config();
         let url = join_url(&config.base_url, "chat/completions");
-        let headers: Vec<(&str, String)> = match self.http.key() {
-            Some(k) => vec![("authorization", format!("Bearer {}", k.expose()))],
-            None => vec![],
-        };
-        let reply = self.http.post_json(&url, &headers, &self.body(request)).await?;
-        let (text, finish_reason, usage, model) = self.parse(&reply.body)?;
-        Ok(ChatResponse {
-            text,
-            finish_reason,
-            usage,
-            model,
-            latency: reply.latency,
-            attempts: reply.attempts,
-        })
+        let headers = super::bearer(&self.http);
+        super::exchange(&self.http, &url, &headers, &self.body(request), |v| self.parse(v)).await
     }
 }
 
