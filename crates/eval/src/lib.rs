@@ -117,6 +117,13 @@ pub fn evaluate(
         memory_bytes: opts.memory_bytes,
         ..supervisor::Limits::default()
     };
+    // Candidates of OpenMP tasks get every core; otherwise OpenMP (in the reference's libraries)
+    // is held to one thread like BLAS.
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .to_string();
+    let omp_threads: &str = if task.config.kernel.openmp { &cores } else { "1" };
     let run = |python: &std::path::Path| -> Result<supervisor::Outcome, EvalError> {
         let workdir = tempfile::Builder::new()
             .prefix("ksearch-eval-")
@@ -127,6 +134,13 @@ pub fn evaluate(
             ("PYTHONPATH", root.as_os_str()),
             ("PYTHONDONTWRITEBYTECODE", std::ffi::OsStr::new("1")),
             ("PYTHONHASHSEED", std::ffi::OsStr::new("0")),
+            // One BLAS thread for the reference: multi-threaded BLAS keeps helper threads
+            // spinning after a call, which would steal cores from the candidate's timed calls and
+            // make the reference's time depend on the machine's load. (OpenMP stays free for
+            // candidates of tasks that enable it.)
+            ("OPENBLAS_NUM_THREADS", std::ffi::OsStr::new("1")),
+            ("MKL_NUM_THREADS", std::ffi::OsStr::new("1")),
+            ("OMP_NUM_THREADS", std::ffi::OsStr::new(omp_threads)),
         ];
         supervisor::run(
             python,
