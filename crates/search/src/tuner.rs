@@ -186,20 +186,36 @@ impl Tuner {
 
     /// The `n` most promising untried, valid one-step changes of `from`, with the knob changed.
     fn best_moves(&self, from: &Assignment, h: &History, n: usize) -> Vec<(String, Assignment)> {
+        let space = &self.template.space;
         let mut moves: Vec<(f64, usize, String, Assignment)> = Vec::new();
-        for (i, knob) in self.template.space.knobs.iter().enumerate() {
-            for a in self.template.space.neighbours(from, &knob.name) {
+        let mut seen: HashSet<String> = HashSet::new();
+        for (i, knob) in space.knobs.iter().enumerate() {
+            let Some(pos) = from
+                .get(&knob.name)
+                .and_then(|v| knob.values.iter().position(|x| x == v))
+            else {
+                continue;
+            };
+            // Any other value of one knob (knobs have few values), nearer values first on ties.
+            for (j, value) in knob.values.iter().enumerate().filter(|(j, _)| *j != pos) {
+                let mut a = from.clone();
+                a.insert(knob.name.clone(), value.clone());
+                // A move that breaks a constraint is repaired by the smallest change of one
+                // other knob, so coupled knobs (a tile's rows need wide columns) stay reachable.
+                let Some(a) = self.valid_or_repaired(a, &knob.name) else {
+                    continue;
+                };
                 let key = serde_json::to_string(&a).unwrap_or_default();
-                if h.tried.contains(&key) || self.template.space.check(&a, &self.hw).is_err() {
+                if h.tried.contains(&key) || !seen.insert(key) {
                     continue;
                 }
-                if moves
-                    .iter()
-                    .any(|m| serde_json::to_string(&m.3).unwrap_or_default() == key)
-                {
-                    continue;
-                }
-                moves.push((self.knob_score(&knob.name, h), i, knob.name.clone(), a));
+                let distance = pos.abs_diff(j) as f64;
+                moves.push((
+                    self.knob_score(&knob.name, h) - 0.01 * distance,
+                    i,
+                    knob.name.clone(),
+                    a,
+                ));
             }
         }
         // Highest score first; ties by knob order, then value order (stable sort keeps it).
@@ -222,6 +238,33 @@ impl Tuner {
             }
         }
         out
+    }
+
+    /// `a` if it satisfies every constraint, else the valid assignment nearest to it that changes
+    /// one knob other than `fixed` (fewest value steps; knob order breaks ties).
+    fn valid_or_repaired(&self, a: Assignment, fixed: &str) -> Option<Assignment> {
+        let space = &self.template.space;
+        if space.check(&a, &self.hw).is_ok() {
+            return Some(a);
+        }
+        let mut best: Option<(usize, Assignment)> = None;
+        for knob in space.knobs.iter().filter(|k| k.name != fixed) {
+            let Some(pos) = a.get(&knob.name).and_then(|v| knob.values.iter().position(|x| x == v)) else {
+                continue;
+            };
+            for (j, value) in knob.values.iter().enumerate() {
+                let steps = pos.abs_diff(j);
+                if steps == 0 || best.as_ref().is_some_and(|(b, _)| *b <= steps) {
+                    continue;
+                }
+                let mut b = a.clone();
+                b.insert(knob.name.clone(), value.clone());
+                if space.check(&b, &self.hw).is_ok() {
+                    best = Some((steps, b));
+                }
+            }
+        }
+        best.map(|(_, b)| b)
     }
 
     fn prior(&self, knob: &str) -> f64 {
