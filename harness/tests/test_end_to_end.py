@@ -5,6 +5,8 @@ import tempfile
 import time
 import unittest
 
+import ksearch_harness
+
 from tests import support
 from tests.support import request, run, softmax_source
 
@@ -55,7 +57,7 @@ class PassingKernel(unittest.TestCase):
                          ["startup", "reference", "compile", "load", "correctness", "timing"])
         self.assertEqual(self.result.events[-1]["event"], "done")
         done = self.result.events[-1]
-        self.assertEqual(done["harness_version"], "0.1.0")
+        self.assertEqual(done["harness_version"], ksearch_harness.__version__)
         self.assertTrue(done["environment"]["compiler"])
         self.assertTrue(done["environment"]["numpy"])
         self.assertEqual(self.result.returncode, 0)
