@@ -1,59 +1,11 @@
 //! The engine driven by scripted answers: no network, no evaluator. A "kernel" here is a text
 //! whose markers say how it would measure: `SPEED=1.5` passes at 1.5x, `FAIL` fails.
 
+mod common;
+use common::*;
 use ksearch_search::engine::*;
 use ksearch_search::world_model::NodeStatus;
 use serde_json::json;
-
-fn brief(seed: bool) -> TaskBrief {
-    TaskBrief {
-        name: "toy".into(),
-        text: "Compute y = x.".into(),
-        language: "c".into(),
-        convention: "void k(const float *x, float *y, int64_t n)".into(),
-        default_file: "kernel.c".into(),
-        target: String::new(),
-        seed: seed.then(|| {
-            vec![Source {
-                path: "kernel.c".into(),
-                content: "seed SPEED=1.0".into(),
-            }]
-        }),
-    }
-}
-
-fn summary(text: &str) -> EvalSummary {
-    let speed = text
-        .split("SPEED=")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|s| s.parse::<f64>().ok());
-    let failed = text.contains("FAIL") || speed.is_none();
-    EvalSummary {
-        status: if failed {
-            "incorrect_numerical".into()
-        } else {
-            "passed".into()
-        },
-        reason: failed.then(|| "output 'y': 12 of 64 elements differ".to_string()),
-        speedup: if failed { None } else { speed },
-        relative_noise: Some(0.02),
-        workloads: vec![WorkloadSummary {
-            uuid: "w".into(),
-            status: if failed {
-                "incorrect_numerical".into()
-            } else {
-                "passed".into()
-            },
-            speedup: speed.filter(|_| !failed),
-            median_ns: speed.map(|s| 1000.0 / s),
-            iqr_ns: Some(10.0),
-            reference_median_ns: Some(1000.0),
-        }],
-        log_tail: String::new(),
-        suspicious: None,
-    }
-}
 
 fn insert(id: &str, parent: &str, score: f64, difficulty: u8) -> serde_json::Value {
     json!({"op": "insert_node", "node": {"node_id": id, "parent_id": parent, "decision": format!("decide {id}"),
@@ -109,10 +61,6 @@ fn drive(
         events.push(event);
     }
     (engine, events)
-}
-
-fn code(text: &str) -> String {
-    format!("Here is the kernel:\n```c kernel.c\n{text}\n```\n")
 }
 
 /// A planner that inits three actions, proposes children under whatever got solved, and refines
