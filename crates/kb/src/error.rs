@@ -1,33 +1,6 @@
-use std::fmt;
-
-/// One thing wrong with a knowledge-base file: `file: field: message`, where `field` is a dotted
-/// path (`figures.memory_bandwidth_gbs.value`) or empty when the whole file is at fault.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub file: String,
-    pub field: String,
-    pub message: String,
-}
-
-impl Problem {
-    pub fn new(file: impl Into<String>, field: impl Into<String>, message: impl Into<String>) -> Self {
-        Problem {
-            file: file.into(),
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.field.is_empty() {
-            write!(f, "{}: {}", self.file, self.message)
-        } else {
-            write!(f, "{}: {}: {}", self.file, self.field, self.message)
-        }
-    }
-}
+/// One thing wrong with a knowledge-base file: the same `file: field: message` type as task
+/// files use (`field` is a dotted path such as `figures.memory_bandwidth_gbs.value`).
+pub use ksearch_spec::Problem;
 
 /// Why the knowledge base could not be loaded or a lookup failed.
 #[derive(Debug, thiserror::Error)]
