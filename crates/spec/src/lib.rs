@@ -21,10 +21,10 @@ pub use definition::{Axis, Definition, TensorSpec};
 pub use dtype::{DType, Tolerance};
 pub use error::{Problem, SpecError};
 pub use knobs::{Assignment, Constraint, KernelTemplate, Knob, KnobSpace, KnobValue};
-pub use solution::{check_source_path, language_of, BuildSpec, Solution, SourceFile};
+pub use solution::{check_source_path, language_of, language_of_in, BuildSpec, Solution, SourceFile};
 pub use task::{builtin_names, Task, TaskOrigin};
 pub use task_config::{
-    eval_formula, Bound, ChecksConfig, Distribution, EvaluationConfig, ForbiddenPattern, KernelConfig, RooflineConfig,
-    TaskConfig, DISTRIBUTIONS, LANGUAGES, MAX_TIMEOUT_S,
+    eval_formula, BaselineConfig, Bound, Calling, ChecksConfig, Distribution, EvaluationConfig, ForbiddenPattern,
+    KernelConfig, ModuleInit, RooflineConfig, TaskConfig, DISTRIBUTIONS, LANGUAGES, MAX_TIMEOUT_S,
 };
 pub use workload::{parse_workloads, InputSpec, Workload};

@@ -63,7 +63,7 @@ impl Solution {
 
     /// Wraps one source file as a solution, following the task's kernel convention.
     pub fn from_source(file: &str, name: &str, content: String, task: &Task) -> Result<Solution, SpecError> {
-        let language = language_of(name).ok_or_else(|| {
+        let language = language_of_in(name, &task.config.kernel.language).ok_or_else(|| {
             SpecError::one(
                 file,
                 "",
@@ -86,7 +86,9 @@ impl Solution {
                 target_hardware: Vec::new(),
                 entry_point: format!("{name}::{entry}"),
                 dependencies: Vec::new(),
-                destination_passing_style: true,
+                destination_passing_style: language == "c"
+                    || language == "cuda"
+                    || task.config.kernel.calling == crate::task_config::Calling::Dps,
             },
             sources: vec![SourceFile {
                 path: name.to_string(),
@@ -172,6 +174,15 @@ pub fn check_source_path(path: &str) -> Result<(), &'static str> {
         return Err("is reserved for the harness's build output");
     }
     Ok(())
+}
+
+/// The language of a bare file for a task written in `task_language`: `.py` files are `python`
+/// modules for Python tasks and `triton` otherwise.
+pub fn language_of_in(name: &str, task_language: &str) -> Option<&'static str> {
+    match language_of(name)? {
+        "triton" if task_language == "python" => Some("python"),
+        other => Some(other),
+    }
 }
 
 /// The language a bare file is written in, from its extension.

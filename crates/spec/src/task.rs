@@ -3,7 +3,7 @@
 use crate::definition::Definition;
 use crate::error::SpecError;
 use crate::knobs::{KernelTemplate, KnobSpace};
-use crate::solution::SourceFile;
+use crate::solution::{BuildSpec, Solution, SourceFile};
 use crate::task_config::TaskConfig;
 use crate::workload::{parse_workloads, Workload};
 use include_dir::{include_dir, Dir};
@@ -29,6 +29,8 @@ pub struct Task {
     pub seed: Option<SourceFile>,
     /// The kernel template and its knobs (`[kernel].template` and `.knobs`), for the tuner.
     pub template: Option<KernelTemplate>,
+    /// The `[[baselines]]` as solutions, in task.toml order.
+    pub baselines: Vec<Solution>,
 }
 
 impl Task {
@@ -149,6 +151,44 @@ impl Task {
                 ))
             }
         };
+        let mut baselines = Vec::new();
+        for (i, b) in config.baselines.iter().enumerate() {
+            let content = read(&b.file)?.ok_or_else(|| {
+                SpecError::one(
+                    display("task.toml"),
+                    format!("baselines[{i}].file"),
+                    format!("'{}' does not exist in the task folder", b.file),
+                )
+            })?;
+            let language = b
+                .language
+                .clone()
+                .or_else(|| {
+                    // A Python baseline is native framework code (PyTorch, MLX ops) unless the
+                    // task author says it is a Triton kernel.
+                    crate::solution::language_of(&b.file).map(|l| if l == "triton" { "python" } else { l }.to_string())
+                })
+                .unwrap_or_default();
+            let calling = b.calling.unwrap_or(config.kernel.calling);
+            let path = Path::new(&b.file)
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_else(|| b.file.clone());
+            baselines.push(Solution {
+                name: b.name.clone(),
+                definition: definition.name.clone(),
+                author: Some("baseline".into()),
+                spec: BuildSpec {
+                    language,
+                    target_hardware: Vec::new(),
+                    entry_point: format!("{path}::{}", b.entry),
+                    dependencies: Vec::new(),
+                    destination_passing_style: calling == crate::task_config::Calling::Dps,
+                },
+                sources: vec![SourceFile { path, content }],
+                description: b.description.clone(),
+            });
+        }
         Ok(Task {
             origin,
             definition,
@@ -156,6 +196,23 @@ impl Task {
             config,
             seed,
             template,
+            baselines,
+        })
+    }
+
+    /// The baseline named `name` in task.toml's `[[baselines]]`.
+    pub fn baseline(&self, name: &str) -> Result<&Solution, SpecError> {
+        self.baselines.iter().find(|b| b.name == name).ok_or_else(|| {
+            let known: Vec<&str> = self.baselines.iter().map(|b| b.name.as_str()).collect();
+            SpecError::one(
+                self.file("task.toml"),
+                "baselines",
+                if known.is_empty() {
+                    format!("has no baseline '{name}' (the task declares none)")
+                } else {
+                    format!("has no baseline '{name}' (declared: {})", known.join(", "))
+                },
+            )
         })
     }
 

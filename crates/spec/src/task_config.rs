@@ -25,6 +25,10 @@ pub struct TaskConfig {
     pub roofline: Option<RooflineConfig>,
     #[serde(default)]
     pub kernel: KernelConfig,
+    /// Native implementations a result must be compared with (`[[baselines]]`): trusted code
+    /// named by the task author, evaluated like candidates but exempt from the static checks.
+    #[serde(default)]
+    pub baselines: Vec<BaselineConfig>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -144,6 +148,64 @@ pub struct KernelConfig {
     pub template: Option<String>,
     /// Its knob file.
     pub knobs: Option<String>,
+    /// How the harness calls a Python-module candidate (backends `triton` and `python`).
+    pub calling: Calling,
+    /// Construction of a class entry point (KernelBench's `ModelNew`): its arguments and the
+    /// torch seed set just before, so candidate and reference get the same parameters.
+    pub init: Option<ModuleInit>,
+}
+
+/// How a Python-module entry point is called (docs/protocol.md). The `c` and `cuda` backends
+/// always use destination-passing style.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Calling {
+    /// `entry(*inputs, *outputs, *var_axes)`, writing the outputs in place.
+    #[default]
+    Dps,
+    /// `entry(*inputs)` returning the output, or a tuple of outputs in definition order.
+    Returns,
+    /// `entry(tuple_of_inputs)` returning as `Returns` does (GPU MODE's `custom_kernel(data)`).
+    Tuple,
+}
+
+impl Calling {
+    pub fn name(self) -> &'static str {
+        match self {
+            Calling::Dps => "dps",
+            Calling::Returns => "returns",
+            Calling::Tuple => "tuple",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModuleInit {
+    #[serde(default)]
+    pub args: Vec<serde_json::Value>,
+    #[serde(default)]
+    pub seed: u64,
+}
+
+/// One `[[baselines]]` entry of task.toml.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineConfig {
+    /// How reports and `ksearch eval --baseline NAME` refer to it.
+    pub name: String,
+    /// Its source, relative to the task folder.
+    pub file: String,
+    /// The symbol (function or class) to call.
+    pub entry: String,
+    /// Defaults to the language the file's extension implies.
+    #[serde(default)]
+    pub language: Option<String>,
+    /// Defaults to the task's `[kernel].calling`.
+    #[serde(default)]
+    pub calling: Option<Calling>,
+    #[serde(default)]
+    pub description: Option<String>,
 }
 
 impl Default for KernelConfig {
@@ -155,6 +217,8 @@ impl Default for KernelConfig {
             seed: None,
             template: None,
             knobs: None,
+            calling: Calling::Dps,
+            init: None,
         }
     }
 }
@@ -309,6 +373,46 @@ impl TaskConfig {
         if let Some(entry) = &self.kernel.entry {
             if !crate::definition::is_c_identifier(entry) {
                 p.push("kernel.entry", format!("'{entry}' is not a valid symbol name"));
+            }
+        }
+        if self.kernel.calling != Calling::Dps && !matches!(self.kernel.language.as_str(), "python" | "triton") {
+            p.push(
+                "kernel.calling",
+                format!(
+                    "'{}' applies to Python-module candidates (language python or triton); \
+                     the {} backend always uses destination-passing style",
+                    self.kernel.calling.name(),
+                    self.kernel.language
+                ),
+            );
+        }
+        for (i, b) in self.baselines.iter().enumerate() {
+            let field = |f: &str| format!("baselines[{i}].{f}");
+            if !crate::definition::is_c_identifier(&b.name) {
+                p.push(field("name"), format!("'{}' must be an identifier", b.name));
+            }
+            if self.baselines[..i].iter().any(|o| o.name == b.name) {
+                p.push(field("name"), format!("'{}' appears twice", b.name));
+            }
+            if !crate::definition::is_c_identifier(&b.entry) {
+                p.push(field("entry"), format!("'{}' is not a valid symbol name", b.entry));
+            }
+            if let Err(why) = crate::solution::check_source_path(&b.file) {
+                p.push(field("file"), format!("'{}' {why}", b.file));
+            }
+            match (&b.language, crate::solution::language_of(&b.file)) {
+                (Some(l), _) if !LANGUAGES.contains(&l.as_str()) => p.push(
+                    field("language"),
+                    format!("unknown language '{l}'; expected one of {}", LANGUAGES.join(", ")),
+                ),
+                (None, None) => p.push(
+                    field("language"),
+                    format!(
+                        "is not set and '{}' has no extension that names one (.c, .cu, .py)",
+                        b.file
+                    ),
+                ),
+                _ => {}
             }
         }
         p.into_result()
