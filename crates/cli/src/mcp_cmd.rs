@@ -191,8 +191,11 @@ fn start_search(args: StartSearchArgs) -> anyhow::Result<serde_json::Value> {
         &args.task,
         &task,
         &brain,
-        args.rounds,
-        ksearch_search::engine::Strategy::WorldModel,
+        crate::run_cmd::SearchSettings {
+            rounds: args.rounds,
+            strategy: ksearch_search::engine::Strategy::WorldModel,
+            knob_share: ksearch_search::engine::EngineConfig::default().knob_share,
+        },
         args.out.map(PathBuf::from),
         args.seed,
     )?;

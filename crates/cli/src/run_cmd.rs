@@ -41,6 +41,10 @@ pub(crate) struct RunArgs {
     /// planner) or evolve (islands with a MAP-Elites archive, no planner).
     #[arg(long, default_value = "world-model")]
     strategy: String,
+    /// Share of the rounds that sweeps of knobs annotated in written kernels may use
+    /// (`#define BLOCK 128 // ksearch: knob values=[64, 128, 256]`; world-model strategy; 0: off).
+    #[arg(long, default_value_t = 0.25, value_name = "SHARE")]
+    knob_share: f64,
     /// The run directory (default: runs/TASK-DATE-TIME).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -67,6 +71,12 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
         .map_err(|e| anyhow::anyhow!("--strategy {}: {e}", args.strategy))?;
     if args.rounds == 0 {
         bail!("--rounds must be at least 1");
+    }
+    if !(0.0..=1.0).contains(&args.knob_share) {
+        bail!(
+            "--knob-share {}: expected a share of the rounds between 0 and 1",
+            args.knob_share
+        );
     }
     let task = Task::load(&args.task)?;
     let llm_config = LlmConfig::load(Path::new("."))?;
@@ -105,8 +115,11 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
         &args.task,
         &task,
         &brain,
-        args.rounds,
-        strategy,
+        SearchSettings {
+            rounds: args.rounds,
+            strategy,
+            knob_share: args.knob_share,
+        },
         args.out.clone(),
         args.seed,
     )?;
@@ -125,6 +138,13 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     drive(&run_dir, store, &task, &brain, &llm_config, args.json)
 }
 
+/// The engine settings a run is created with.
+pub(crate) struct SearchSettings {
+    pub rounds: u32,
+    pub strategy: Strategy,
+    pub knob_share: f64,
+}
+
 /// A run directory just created, its store, and the seed of its evaluations.
 pub(crate) struct NewRun {
     pub run_dir: PathBuf,
@@ -139,8 +159,7 @@ pub(crate) fn create_run(
     task_arg: &str,
     task: &Task,
     brain: &BrainSpec,
-    rounds: u32,
-    strategy: Strategy,
+    settings: SearchSettings,
     out: Option<PathBuf>,
     seed: Option<u64>,
 ) -> anyhow::Result<NewRun> {
@@ -157,9 +176,15 @@ pub(crate) fn create_run(
     store.set_meta("run_seed", &json!(run_seed))?;
     store.set_meta("ksearch_version", &json!(env!("CARGO_PKG_VERSION")))?;
     let config = EngineConfig {
-        rounds,
-        strategy,
+        rounds: settings.rounds,
+        strategy: settings.strategy,
         rng_seed: run_seed,
+        // The tuner's kernels come from its template; sweeps are for written kernels.
+        knob_share: if *brain == BrainSpec::Tuner {
+            0.0
+        } else {
+            settings.knob_share
+        },
         ..EngineConfig::default()
     };
     let kb = crate::knowledge::kb()?;

@@ -13,56 +13,6 @@ fn insert(id: &str, parent: &str, score: f64, difficulty: u8) -> serde_json::Val
         "action": {"title": format!("do {id}"), "description": "change it", "rationale": "faster", "difficulty": difficulty, "score": score}}})
 }
 
-/// Serves requests until the run finishes or `max_events`, returning the event log.
-/// `planner` and `coder` get (request kind, how many times that kind was asked) and answer text.
-fn drive(
-    seed: bool,
-    config: EngineConfig,
-    mut planner: impl FnMut(&PlanKind, &[ksearch_llm::Message], usize) -> String,
-    mut coder: impl FnMut(CodeKind, usize) -> String,
-    max_events: usize,
-) -> (Engine, Vec<Event>) {
-    let mut engine = Engine::new();
-    let mut events = vec![Event::Started {
-        task: brief(seed),
-        config,
-    }];
-    engine.apply(&events[0]).unwrap();
-    let (mut plans, mut codes) = (0, 0);
-    while events.len() < max_events {
-        let event = match engine.pending().cloned().unwrap() {
-            Request::Plan { id, plan, messages } => {
-                plans += 1;
-                Event::PlannerAnswered {
-                    request_id: id,
-                    text: planner(&plan, &messages, plans),
-                }
-            }
-            Request::Code { id, code, .. } => {
-                codes += 1;
-                Event::CoderAnswered {
-                    request_id: id,
-                    text: coder(code, codes),
-                }
-            }
-            Request::Evaluate {
-                id,
-                candidate_id,
-                sources,
-                ..
-            } => Event::Evaluated {
-                request_id: id,
-                candidate_id,
-                summary: summary(&sources[0].content),
-            },
-            Request::Finished { .. } => break,
-        };
-        engine.apply(&event).unwrap();
-        events.push(event);
-    }
-    (engine, events)
-}
-
 /// A planner that inits three actions, proposes children under whatever got solved, and refines
 /// with a no-op rating update.
 fn simple_planner(plan: &PlanKind, _m: &[ksearch_llm::Message], n: usize) -> String {

@@ -8,6 +8,7 @@
 //! Every loader validates fully and reports each problem as `file: field: what is wrong`
 //! ([`Problem`]); nothing here performs I/O beyond reading the files it is pointed at.
 
+pub mod annotations;
 mod definition;
 mod dtype;
 mod error;

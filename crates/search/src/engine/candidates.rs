@@ -16,6 +16,9 @@ pub struct Candidate {
     pub result: Option<EvalSummary>,
     /// The final re-measurement, for the top candidates.
     pub final_result: Option<EvalSummary>,
+    /// How the engine made it when no coder wrote it (e.g. a knob sweep's variant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl Candidate {

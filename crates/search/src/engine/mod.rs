@@ -11,6 +11,7 @@
 
 mod candidates;
 mod evolve;
+mod knob_sweep;
 mod prompts;
 mod protocol;
 mod refine;
@@ -96,6 +97,9 @@ pub struct Engine {
     refine: refine::Refine,
     /// State of the `evolve` strategy (`Some` only when it runs).
     evolve: Option<Evolve>,
+    /// The knob sweep under way, and the rounds all sweeps have used (knob_sweep.rs).
+    sweep: Option<knob_sweep::Sweep>,
+    sweep_rounds: u32,
 }
 
 impl Default for Engine {
@@ -126,6 +130,8 @@ impl Engine {
             propose_reason: String::new(),
             refine: refine::Refine::default(),
             evolve: None,
+            sweep: None,
+            sweep_rounds: 0,
         }
     }
 
@@ -342,6 +348,7 @@ impl Engine {
             sources,
             result: None,
             final_result: None,
+            note: None,
         });
         id
     }
@@ -614,6 +621,17 @@ impl Engine {
             .and_then(|b| self.candidate(b))
             .and_then(|c| c.result.clone());
         let improved = beats(summary, cycle_best.as_ref());
+        if knob_sweep::is_variant(self, candidate_id) {
+            // A sweep variant can become the cycle's best, but the coder's staleness count is
+            // about the coder's attempts, so it is left alone.
+            if let (true, Some(cycle)) = (improved, self.cycle.as_mut()) {
+                cycle.best = Some(candidate_id);
+            }
+            if knob_sweep::variant_done(self, candidate_id)? {
+                return Ok(());
+            }
+            return self.after_attempt();
+        }
         if let Some(cycle) = self.cycle.as_mut() {
             if improved {
                 cycle.best = Some(candidate_id);
@@ -621,6 +639,9 @@ impl Engine {
             } else {
                 cycle.stale += 1;
             }
+        }
+        if improved && knob_sweep::maybe_start(self, candidate_id) {
+            return Ok(());
         }
         self.after_attempt()
     }

@@ -63,6 +63,9 @@ pub struct EngineConfig {
     pub archive_grid: [u32; 2],
     /// Seed of the engine's PRNG (only `evolve` draws from it: parent and inspiration sampling).
     pub rng_seed: u64,
+    /// Share of `rounds` that knob sweeps of written kernels may use together (world-model
+    /// strategy; 0 turns them off and drops the annotation from the coder's instructions).
+    pub knob_share: f64,
 }
 
 impl Default for EngineConfig {
@@ -82,6 +85,7 @@ impl Default for EngineConfig {
             migration_interval: 5,
             archive_grid: [4, 4],
             rng_seed: 0,
+            knob_share: 0.25,
         }
     }
 }

@@ -53,3 +53,72 @@ pub fn summary(text: &str) -> EvalSummary {
 pub fn code(text: &str) -> String {
     format!("Here is the kernel:\n```c kernel.c\n{text}\n```\n")
 }
+
+/// Serves requests until the run finishes or `max_events`, returning the event log.
+/// `planner` and `coder` get (request kind, how many times that kind was asked) and answer text.
+pub fn drive(
+    seed: bool,
+    config: EngineConfig,
+    planner: impl FnMut(&PlanKind, &[ksearch_llm::Message], usize) -> String,
+    coder: impl FnMut(CodeKind, usize) -> String,
+    max_events: usize,
+) -> (Engine, Vec<Event>) {
+    drive_with(
+        seed,
+        config,
+        planner,
+        coder,
+        |s: &[Source]| summary(&s[0].content),
+        max_events,
+    )
+}
+
+/// `drive` with the measurement of a candidate's sources given by `measure`.
+pub fn drive_with(
+    seed: bool,
+    config: EngineConfig,
+    mut planner: impl FnMut(&PlanKind, &[ksearch_llm::Message], usize) -> String,
+    mut coder: impl FnMut(CodeKind, usize) -> String,
+    mut measure: impl FnMut(&[Source]) -> EvalSummary,
+    max_events: usize,
+) -> (Engine, Vec<Event>) {
+    let mut engine = Engine::new();
+    let mut events = vec![Event::Started {
+        task: brief(seed),
+        config,
+    }];
+    engine.apply(&events[0]).unwrap();
+    let (mut plans, mut codes) = (0, 0);
+    while events.len() < max_events {
+        let event = match engine.pending().cloned().unwrap() {
+            Request::Plan { id, plan, messages } => {
+                plans += 1;
+                Event::PlannerAnswered {
+                    request_id: id,
+                    text: planner(&plan, &messages, plans),
+                }
+            }
+            Request::Code { id, code, .. } => {
+                codes += 1;
+                Event::CoderAnswered {
+                    request_id: id,
+                    text: coder(code, codes),
+                }
+            }
+            Request::Evaluate {
+                id,
+                candidate_id,
+                sources,
+                ..
+            } => Event::Evaluated {
+                request_id: id,
+                candidate_id,
+                summary: measure(&sources),
+            },
+            Request::Finished { .. } => break,
+        };
+        engine.apply(&event).unwrap();
+        events.push(event);
+    }
+    (engine, events)
+}
