@@ -52,9 +52,10 @@ class Spec:
                                     f"'{t.name}' uses axis {axis!r}, which definition.axes "
                                     f"does not declare")
 
-    def require_numpy(self):
+    def require_numpy(self, bfloat16_as_float32=False):
+        """Fill every tensor's host NumPy dtype (see dtypes.host_numpy for bfloat16)."""
         for t in self.inputs + self.outputs:
-            t.dtype = dtypes.to_numpy(t.dtype_name, f"{t.field}.dtype")
+            t.dtype = dtypes.host_numpy(t.dtype_name, f"{t.field}.dtype", bfloat16_as_float32)
 
     def axes_for(self, workload, index):
         """Every axis value (const and var) for one workload."""

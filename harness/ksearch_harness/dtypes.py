@@ -1,4 +1,11 @@
-"""Definition dtype names: their NumPy form, default tolerances and the poison of unwritten outputs."""
+"""Definition dtype names: their NumPy form, default tolerances and the poison of unwritten outputs.
+
+bfloat16 has no NumPy dtype. The GPU backends hold it on the device as torch.bfloat16 and on
+the host as float32 (`host_numpy`): inputs are drawn in float32 and rounded to bfloat16 where
+they are copied to the device; outputs come back as their 16-bit patterns and are widened to
+float32 exactly (`bfloat16_bits_to_float32`), so the comparison sees the values the kernel
+wrote. The CPU backend has no bfloat16 at all.
+"""
 
 import numpy as np
 
@@ -36,6 +43,33 @@ def to_numpy(name, field):
                                f"create its arrays without a backend that supports it")
     raise TaskError(field, f"unknown dtype {name!r}; expected one of "
                            f"{', '.join(list(_NUMPY) + list(_NO_NUMPY))}")
+
+
+def host_numpy(name, field, bfloat16_as_float32=False):
+    """The NumPy dtype holding `name` on the host; bfloat16 as float32 where the backend allows."""
+    if name == "bfloat16" and bfloat16_as_float32:
+        return np.dtype(np.float32)
+    return to_numpy(name, field)
+
+
+def float32_to_bfloat16_bits(values):
+    """Round float32 values to bfloat16 (to nearest, ties to even), as uint16 bit patterns.
+
+    NaNs stay NaN (quiet, sign kept); infinities and overflow to infinity behave as in torch.
+    """
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    nan = (bits & 0x7FFFFFFF) > 0x7F800000
+    rounding = ((bits >> 16) & 1) + np.uint32(0x7FFF)
+    with np.errstate(over="ignore"):
+        rounded = ((bits + rounding) >> 16).astype(np.uint16)
+    quiet = ((bits >> 16) | 0x0040).astype(np.uint16)
+    return np.where(nan, quiet, rounded)
+
+
+def bfloat16_bits_to_float32(bits):
+    """Widen bfloat16 bit patterns (uint16 or int16) to float32; exact for every value."""
+    wide = np.ascontiguousarray(bits).view(np.uint16).astype(np.uint32) << 16
+    return wide.view(np.float32)
 
 
 def is_float(dtype):

@@ -11,10 +11,12 @@ the pristine copy; only then run the reference on a fresh clone; compare the out
 
 Once the candidate is loaded it shares this process, so an exception that follows (the
 reference raising, MemoryError anywhere) fails the workload as the candidate's runtime_error.
+
+Where arrays live is the backend's memory (memory.py for the host, gpu.py for a CUDA device):
+inputs are drawn and outputs compared on the host either way.
 """
 
 import ctypes
-import functools
 import math
 import os
 import resource
@@ -22,14 +24,14 @@ import sys
 import tempfile
 import traceback
 
-import numpy as np
-
-from . import backends, dtypes, timing
-from .compare import FastCheck, Tally, compare, largest_finite_magnitude
+from . import backends, dtypes
+from .compare import Tally, compare, largest_finite_magnitude
 from .definition import Spec
 from .errors import CandidateError, ReferenceRaised, TaskError
 from .inputs import InputMaker
+from .memory import scrub as _scrub
 from .reference import Reference
+from .session import TimingSession, tally as _tally, where as _where
 
 # SeedSequence([seed, 0, 0, VET_STREAM]): the draw the reference is vetted on before loading.
 VET_STREAM = 1
@@ -42,7 +44,7 @@ MAX_WORKLOAD_BYTES = 64 << 30
 class _Context:
     """What every workload of a run shares."""
 
-    def __init__(self, request, spec):
+    def __init__(self, request, spec, backend):
         self.spec = spec
         correctness = request.get("correctness") or {}
         self.trials = int(correctness.get("trials", 3))
@@ -53,14 +55,17 @@ class _Context:
         # Axes and sizes are checked before anything is drawn, compiled or loaded.
         self.axes = [spec.axes_for(w, i) for i, w in enumerate(self.workloads)]
         self.sizes = [_footprint(spec, axes) for axes in self.axes]
-        _check_sizes(self)
+        _check_sizes(self, backend)
         self.reference = Reference((request.get("definition") or {}).get("reference"), spec)
+        self.mem = backend.memory(spec, self.reference)
         self.maker = InputMaker(spec, correctness, request.get("seed", 0), request.get("task_dir"))
         table = correctness.get("tolerance") or {}
         self.tolerances = {t.name: (*dtypes.tolerance(t.dtype_name, table), t.dtype)
                            for t in spec.outputs}
         self.timing = request.get("timing") or {}
         self.keeper = _Keeper()
+        # compute-sanitizer watches the process (docs/protocol.md, Sanitizer): timing is skipped.
+        self.sanitizer = backend.sanitizer(request.get("sanitize"))
 
     def output_shapes(self, axes):
         return [Spec.shape(t, axes) for t in self.spec.outputs]
@@ -83,10 +88,13 @@ class _Keeper:
 def evaluate(request, channel, environment):
     _settle_malloc()
     backend = backends.get((request.get("device") or {}).get("backend", "c"))
+    # GPU backends import torch and claim the device here (a SetupError when they cannot).
+    backend.open(request)
+    environment["device"] = backend.describe()
     spec = Spec(request.get("definition"))
     backend.check_definition(spec)
-    spec.require_numpy()
-    ctx = _Context(request, spec)
+    spec.require_numpy(bfloat16_as_float32=backend.bfloat16_as_float32)
+    ctx = _Context(request, spec, backend)
     if ctx.workloads:
         channel.progress("reference", 0)
         _vet(ctx)
@@ -104,7 +112,12 @@ def evaluate(request, channel, environment):
         except CandidateError:
             pass  # every workload reports it
         for index, workload in enumerate(ctx.workloads):
-            record = _workload(ctx, backend, channel, index, workload)
+            if ctx.mem.broken:
+                # A sticky device error (illegal address, trap) leaves nothing usable.
+                record = {"index": index, "uuid": workload.get("uuid"),
+                          "status": "runtime_error", "reason": f"not run: {ctx.mem.broken}"}
+            else:
+                record = _workload(ctx, backend, channel, index, workload)
             channel.emit("workload", **record)
             if request.get("fail_fast") and record["status"] != "passed":
                 break
@@ -112,9 +125,13 @@ def evaluate(request, channel, environment):
 
 def check_task(request, channel, environment):
     _settle_malloc()
+    # The reference runs where the request's backend would run it (a torch reference on the GPU).
+    backend = backends.get((request.get("device") or {}).get("backend", "c"))
+    backend.open(request)
+    environment["device"] = backend.describe()
     spec = Spec(request.get("definition"))
-    spec.require_numpy()
-    ctx = _Context(request, spec)
+    spec.require_numpy(bfloat16_as_float32=backend.bfloat16_as_float32)
+    ctx = _Context(request, spec, backend)
     for index, workload in enumerate(ctx.workloads):
         axes = ctx.axes[index]
         shapes = ctx.output_shapes(axes)
@@ -188,6 +205,7 @@ def _workload(ctx, backend, channel, index, workload):
 
 def _check_and_time(ctx, backend, channel, index, workload, record, phase):
     spec = ctx.spec
+    mem = ctx.mem
     axes = ctx.axes[index]
     shapes = ctx.output_shapes(axes)
     kernel = backend.prepare(spec, axes)
@@ -198,12 +216,16 @@ def _check_and_time(ctx, backend, channel, index, workload, record, phase):
         phase[0] = f"correctness trial {trial}"
         channel.progress("correctness", index, trial)
         pristine = ctx.maker.draw(index, workload, trial, axes)
-        mine = [_clone(v) for v in pristine]
-        outputs = [_poisoned(s, t.dtype) for s, t in zip(shapes, spec.outputs)]
+        mine = mem.inputs(pristine)
+        outputs = mem.outputs(shapes, spec.outputs)
         ctx.keeper.hold(index, (pristine, mine, outputs))
-        kernel.bind(mine, outputs)()
-        taken = [o.copy() for o in outputs]  # as the call left them (no later writes count)
-        changed = _changed_input(spec, pristine, mine)
+        raw = mem.run(kernel.bind(mine, outputs))
+        if ctx.sanitizer:
+            ctx.sanitizer.check(f"correctness trial {trial}")
+        # As the call left them (no later writes count); returned outputs are checked first.
+        taken = mem.take(kernel.results(raw, outputs, shapes))
+        del raw
+        changed = mem.changed_input(spec, pristine, mine)
         refs = _run_reference(ctx, pristine, shapes, _where(index, workload, trial))
         tally.trials = trial + 1
         _tally(ctx, tally, trial, taken, refs)
@@ -219,87 +241,27 @@ def _check_and_time(ctx, backend, channel, index, workload, record, phase):
                 "reason": tally.reason(ctx.tolerances, ctx.matched_ratio),
                 "correctness": tally.record()}
     record["correctness"] = tally.record()
+    if ctx.sanitizer:
+        return record  # under compute-sanitizer nothing is timed
 
     phase[0] = "timing"
     channel.progress("timing", index)
-    session = _Timing(ctx, kernel, index, workload, axes, shapes, phase)
+    session = TimingSession(ctx, kernel, index, workload, axes, shapes, phase)
     try:
-        record["timing"] = timing.time_pairs(session, ctx.timing)
+        record["timing"] = backend.time_pairs(session, ctx.timing)
     except CandidateError as e:
         return {**record, "status": e.status, "reason": e.reason}
     return record
 
 
-class _Timing:
-    """The session `timing.time_pairs` drives: new input contents for every call, and every
-    call of the candidate checked against the reference's result on the same contents."""
-
-    def __init__(self, ctx, kernel, index, workload, axes, shapes, phase):
-        spec = ctx.spec
-        self.ctx, self.kernel, self.shapes, self.phase = ctx, kernel, shapes, phase
-        self.warmup = max(int(ctx.timing.get("warmup", 3)), 0)
-        self.calls = timing.calls(ctx.timing)
-        self.feed = ctx.maker.feed(index, workload, ctx.trials, axes, self.calls)
-        self.mine = self.feed.buffers()     # the candidate's inputs, refilled for every call
-        self.theirs = self.feed.buffers()   # the reference's clone of the same contents
-        self.outputs = [_poisoned(s, t.dtype) for s, t in zip(shapes, spec.outputs)]
-        self.taken = [np.empty_like(o) for o in self.outputs]
-        self.checks = [FastCheck(s, t.dtype, *ctx.tolerances[t.name][:2])
-                       for s, t in zip(shapes, spec.outputs)]
-        ctx.keeper.hold(index, (self.feed, self.mine, self.theirs, self.outputs, self.taken,
-                                self.checks))
-        self.where = _where(index, workload, None)
-
-    def _call(self, k):
-        kind = "warm-up" if k < self.warmup else "timed"
-        return f"call {k}, a {kind} call"
-
-    def candidate(self, k):
-        self.phase[0] = f"timing ({self._call(k)})"
-        values = self.feed.fill(k, self.mine)
-        for o in self.outputs:
-            dtypes.poison(o)
-        return self.kernel.bind(values, self.outputs)
-
-    def candidate_done(self, k):
-        for o, t in zip(self.outputs, self.taken):
-            np.copyto(t, o)
-        changed = _changed_input(self.ctx.spec, self.feed.expected(k), self.mine)
-        if changed:
-            raise CandidateError("incorrect_numerical", f"during timing ({self._call(k)}), "
-                                                        f"{changed}")
-
-    def reference(self, k):
-        values = self.feed.fill(k, self.theirs)
-        ref = self.ctx.reference
-        return functools.partial(ref.call, ref.arguments(values),
-                                 f"{self.where}, timing call {k}")
-
-    def reference_done(self, k, raw):
-        ctx = self.ctx
-        refs = ctx.reference.outputs(raw, self.shapes, f"{self.where}, timing call {k}")
-        try:
-            if all(c.passes(o, r) for c, o, r in zip(self.checks, self.taken, refs)):
-                return
-            check = Tally([t.name for t in ctx.spec.outputs])
-            check.trials = 1
-            _tally(ctx, check, k, self.taken, refs)
-            if check.failed(ctx.matched_ratio):
-                raise CandidateError("incorrect_numerical", (
-                    f"during timing ({self._call(k)}; every call gets input contents no "
-                    f"earlier call had, and each is compared with the reference on the same "
-                    f"contents), the outputs do not match the reference although the "
-                    f"correctness trials passed: are results cached, or work skipped, on "
-                    f"repeated calls? "
-                    + check.reason(ctx.tolerances, ctx.matched_ratio, unit="call")))
-        finally:
-            _scrub(refs)
-
-
 def _run_reference(ctx, inputs, shapes, where, guard=True):
-    clone = [_clone(v) for v in inputs]
+    clone = ctx.mem.reference_inputs(inputs)
     raw = ctx.reference.call(ctx.reference.arguments(clone), where)
-    refs = ctx.reference.outputs(raw, shapes, where)
+    try:
+        refs = ctx.reference.outputs(raw, shapes, where)
+    finally:
+        ctx.mem.release_reference(raw)
+    del raw, clone
     if guard:
         for t, ref in zip(ctx.spec.outputs, refs):
             atol = ctx.tolerances[t.name][0]
@@ -312,71 +274,6 @@ def _run_reference(ctx, inputs, shapes, where, guard=True):
                     f"a correct kernel from one that writes zeros; change the workload's inputs, "
                     f"the input distributions or the reference"))
     return refs
-
-
-def _tally(ctx, tally, trial, outputs, refs):
-    for t, out, ref in zip(ctx.spec.outputs, outputs, refs):
-        atol, rtol, _ = ctx.tolerances[t.name]
-        tally.add(trial, t.name, compare(out, ref, atol, rtol))
-
-
-def _changed_input(spec, pristine, mine):
-    """Bitwise (NaN-safe) comparison of the candidate's inputs with the pristine copy."""
-    for t, before, after in zip(spec.inputs, pristine, mine):
-        if not isinstance(before, np.ndarray) or before.size == 0 or _same_bytes(before, after):
-            continue
-        b = before.reshape(-1).view(np.uint8)
-        a = after.reshape(-1).view(np.uint8)
-        n = before.size
-        changed = int(np.count_nonzero(
-            (a.reshape(n, -1) != b.reshape(n, -1)).any(axis=1)))
-        return (f"the candidate modified its input '{t.name}' ({changed} of {n} elements "
-                f"changed); inputs are read-only, write results only to the outputs")
-    return None
-
-
-def _load_memcmp():
-    try:
-        memcmp = ctypes.CDLL(None).memcmp
-    except (OSError, AttributeError):
-        return None
-    memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
-    memcmp.restype = ctypes.c_int
-    return memcmp
-
-
-_memcmp = _load_memcmp()
-
-
-def _same_bytes(a, b):
-    if a.nbytes != b.nbytes:
-        return False
-    if _memcmp is not None and a.flags.c_contiguous and b.flags.c_contiguous:
-        return _memcmp(a.__array_interface__["data"][0], b.__array_interface__["data"][0],
-                       a.nbytes) == 0
-    return np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8))
-
-
-def _scrub(arrays, protected=()):
-    """Poison reference results before they are freed, so no candidate finds them in memory."""
-    for a in arrays:
-        if a.flags.writeable and a.size and not any(np.may_share_memory(a, p) for p in protected):
-            dtypes.poison(a)
-
-
-def _clone(value):
-    return value.copy() if isinstance(value, np.ndarray) else value
-
-
-def _poisoned(shape, dtype):
-    array = np.empty(shape, dtype)
-    dtypes.poison(array)
-    return array
-
-
-def _where(index, workload, trial):
-    text = f"workload {index} ({workload.get('uuid')!r})"
-    return text if trial is None else f"{text}, trial {trial}"
 
 
 # ---- sizes and blame -----------------------------------------------------------------------
@@ -405,18 +302,20 @@ def _address_room():
                   f"{_size(soft)} (ksearch eval --memory-limit)")
 
 
-def _check_sizes(ctx):
+def _check_sizes(ctx, backend):
     if not ctx.workloads:
         return
-    room, bound = _address_room()
+    # Host memory, then the device's (GPU backends; None on the host).
+    bounds = [_address_room(), backend.device_room()]
     for i, (workload, (total, parts)) in enumerate(zip(ctx.workloads, ctx.sizes)):
-        if total <= room:
+        over = next((b for b in bounds if b is not None and total > b[0]), None)
+        if over is None:
             continue
         largest = sorted(parts, key=lambda p: -p[1])[:3]
         listed = ", ".join(f"'{n}' {_size(b)}" for n, b in largest)
         raise TaskError(f"workloads[{i}].axes", (
             f"workload {i} ({workload.get('uuid')!r}) needs {_size(total)} for one copy of its "
-            f"inputs and outputs ({listed}), more than {bound}; the harness holds several "
+            f"inputs and outputs ({listed}), more than {over[1]}; the harness holds several "
             f"copies, so reduce the workload's axes"))
 
 

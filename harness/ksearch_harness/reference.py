@@ -1,7 +1,9 @@
 """The task's reference: `run(**inputs)` from the definition's Python source.
 
 References are written with NumPy or PyTorch; torch is imported only when the reference imports
-it, and then inputs are handed over as CPU tensors that share memory with our NumPy arrays.
+it, and then inputs are handed over as tensors: on the CPU sharing memory with our NumPy arrays,
+or (GPU backends) the device tensors the backend's memory made. A NumPy reference gets NumPy
+arrays on every backend.
 """
 
 import sys
@@ -23,6 +25,7 @@ class Reference:
         module.__file__ = "<definition.reference>"
         # Registered so that dataclasses and the like inside the reference can find their module.
         sys.modules[_MODULE] = module
+        imported_before = "torch" in sys.modules
         try:
             exec(compile(source, "<definition.reference>", "exec"), module.__dict__)
         except Exception as e:
@@ -31,7 +34,11 @@ class Reference:
         self.run = module.__dict__.get("run")
         if not callable(self.run):
             raise TaskError("reference", "the reference source defines no run() function")
-        self.torch = sys.modules.get("torch")
+        # torch when the reference uses it: it imported torch itself, or it holds a torch module
+        # or function (a GPU backend imports torch before the reference is loaded).
+        uses_torch = (not imported_before and "torch" in sys.modules) or any(
+            _from_torch(v) for v in module.__dict__.values())
+        self.torch = sys.modules.get("torch") if uses_torch else None
 
     def arguments(self, inputs):
         """Keyword arguments for run() from inputs in definition order (arrays are not copied)."""
@@ -39,8 +46,10 @@ class Reference:
         for t, value in zip(self.spec.inputs, inputs):
             if isinstance(value, np.ndarray):
                 kwargs[t.name] = self.torch.from_numpy(value) if self.torch else value
-            else:
+            elif hasattr(value, "item") and not _is_tensor(value):
                 kwargs[t.name] = value.item()
+            else:
+                kwargs[t.name] = value  # a device tensor, or a Python number
         return kwargs
 
     def call(self, kwargs, where):
@@ -83,6 +92,7 @@ class Reference:
         return arrays
 
     def _to_numpy(self, value):
+        """Host NumPy array of a result; bfloat16 (and other dtypes NumPy lacks) as float32."""
         torch = self.torch
         if torch is not None and isinstance(value, torch.Tensor):
             value = value.detach()
@@ -91,3 +101,16 @@ class Reference:
                 value = value.float()
             return value.cpu().numpy()
         return np.asarray(value)
+
+
+def _from_torch(value):
+    if isinstance(value, types.ModuleType):
+        name = value.__name__
+    else:
+        name = getattr(value, "__module__", None) or ""
+    return name == "torch" or name.startswith("torch.")
+
+
+def _is_tensor(value):
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)

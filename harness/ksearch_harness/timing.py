@@ -11,8 +11,8 @@ def time_pairs(session, settings):
     """Run `warmup` untimed pairs, then time up to `iterations` pairs.
 
     Pair k: `session.candidate(k)` prepares call k (its own input contents copied in, outputs
-    poisoned) and returns the call; it is timed; `session.candidate_done(k)` takes what the call
-    left; `session.reference(k)` prepares the reference on a clone of the same contents; it is
+    poisoned) and returns the call; it is timed; `session.candidate_done(k, result)` takes what
+    the call left (and what it returned); `session.reference(k)` prepares the reference on a clone of the same contents; it is
     timed; `session.reference_done(k, result)` checks the candidate's call k against it.
     Everything but the two calls runs outside the timed intervals; a failed check raises out of
     here. The candidate always runs first: the reference's result for these inputs must not
@@ -30,8 +30,9 @@ def time_pairs(session, settings):
     ref_ns, cand_ns = [], []
     for k in range(warmup + iterations):
         candidate = session.candidate(k)
-        t0 = clock(); candidate(); t1 = clock()
-        session.candidate_done(k)
+        t0 = clock(); returned = candidate(); t1 = clock()
+        session.candidate_done(k, returned)
+        del returned
         reference = session.reference(k)
         t2 = clock(); result = reference(); t3 = clock()
         session.reference_done(k, result)

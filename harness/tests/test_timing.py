@@ -25,7 +25,7 @@ class Recorder:
         self.log.append(f"prepare cand {k}")
         return lambda: (self.log.append("cand"), time.sleep(self.sleep_s))
 
-    def candidate_done(self, k):
+    def candidate_done(self, k, returned):
         self.log.append(f"take {k}")
 
     def reference(self, k):

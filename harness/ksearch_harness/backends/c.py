@@ -14,6 +14,7 @@ import time
 
 from .. import timing
 from ..errors import CandidateError, TaskError
+from ..memory import HostMemory
 
 _SCALARS = {
     "float32": ctypes.c_float, "float64": ctypes.c_double, "int32": ctypes.c_int32,
@@ -28,6 +29,7 @@ _LIBRARY = "candidate.so"
 class Backend:
     name = "c"
     time_pairs = staticmethod(timing.time_pairs)
+    bfloat16_as_float32 = False  # no bfloat16 on the host
 
     def __init__(self):
         self.compiler = None
@@ -36,6 +38,24 @@ class Backend:
         self._entry = None
         self._function = None
         self._load_error = None
+
+    def open(self, request):
+        """Nothing to claim: the candidate runs on this process's CPU."""
+
+    def describe(self):
+        return None
+
+    def memory(self, spec, reference):
+        return HostMemory()
+
+    def device_room(self):
+        return None
+
+    def sanitizer(self, settings):
+        if settings:
+            raise TaskError("sanitize", "compute-sanitizer checks GPU kernels; backend c has "
+                                        "none (leave sanitize unset)")
+        return None
 
     def check_definition(self, spec):
         for t in spec.inputs + spec.outputs:
@@ -165,6 +185,11 @@ class _Kernel:
         for array in outputs:
             args.append(ctypes.c_void_p(_address(array)))
         return functools.partial(self._function, *args, *self._axis_args)
+
+    @staticmethod
+    def results(raw, outputs, shapes):
+        """Destination-passing style: the outputs are the buffers the harness passed."""
+        return outputs
 
 
 def _address(array):
