@@ -9,7 +9,7 @@ use anyhow::Context;
 use ksearch_eval::{evaluate, EvalError, EvalOptions};
 use ksearch_llm::{ChatRequest, LlmClient, LlmError};
 use ksearch_search::engine::{Engine, EvalSummary, Event, Purpose, Request, Source};
-use ksearch_spec::{BuildSpec, Solution, SourceFile, Task};
+use ksearch_spec::{language_of, language_of_in, BuildSpec, Solution, SourceFile, Task};
 use ksearch_store::{CandidateRow, EvaluationRow, ExchangeRow, RunStore};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -305,6 +305,8 @@ impl Driver<'_> {
             cycle: c.map(|c| c.cycle).unwrap_or(0),
             origin: if c.is_some_and(|c| c.cycle == 0 && c.round == 0) {
                 "seed"
+            } else if c.is_some_and(|c| c.note.is_some()) {
+                "knob_sweep"
             } else {
                 "coder"
             }
@@ -363,14 +365,16 @@ impl Driver<'_> {
         let entry_file = sources
             .iter()
             .find(|s| s.path == default)
-            .or_else(|| {
-                sources
-                    .iter()
-                    .find(|s| s.path.ends_with(".c") || s.path.ends_with(".cu"))
-            })
+            .or_else(|| sources.iter().find(|s| language_of(&s.path).is_some()))
             .or(sources.first())
             .map(|s| s.path.clone())
             .unwrap_or(default);
+        // A candidate's language follows its entry file, so a task may take kernels in several
+        // languages (a CUDA seed, a Triton template); the task's language is the fallback.
+        let task_language = &self.task.config.kernel.language;
+        let language = language_of_in(&entry_file, task_language).unwrap_or(language);
+        let destination_passing_style =
+            matches!(language, "c" | "cuda") || self.task.config.kernel.calling == ksearch_spec::Calling::Dps;
         let solution = Solution {
             name: format!("candidate-{candidate_id}"),
             definition: self.task.definition.name.clone(),
@@ -380,7 +384,7 @@ impl Driver<'_> {
                 target_hardware: vec![],
                 entry_point: format!("{entry_file}::{entry}"),
                 dependencies: vec![],
-                destination_passing_style: true,
+                destination_passing_style,
             },
             sources: sources
                 .iter()

@@ -11,8 +11,10 @@ use ksearch_spec::{Assignment, KernelTemplate};
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
 
-/// The first line of every rendered kernel: how the tuner reads back what a candidate is.
+/// The first line of every rendered kernel: how the tuner reads back what a candidate is. C-like
+/// sources take it as a block comment, Python sources (Triton templates) as a line comment.
 const MARK: &str = "/* ksearch knobs: ";
+const PY_MARK: &str = "# ksearch knobs: ";
 
 pub struct Tuner {
     template: KernelTemplate,
@@ -61,10 +63,12 @@ impl Tuner {
             .get_template("kernel")
             .and_then(|t| t.render(serde_json::Value::Object(ctx)))
             .map_err(|e| format!("the template does not render for {}: {e:#}", describe(a)))?;
-        Ok(format!(
-            "{MARK}{} */\n{body}",
-            serde_json::to_string(a).unwrap_or_default()
-        ))
+        let json = serde_json::to_string(a).unwrap_or_default();
+        Ok(if self.template.file.ends_with(".py") {
+            format!("{PY_MARK}{json}\n{body}")
+        } else {
+            format!("{MARK}{json} */\n{body}")
+        })
     }
 
     /// The seed: the all-defaults assignment, rendered.
@@ -88,7 +92,12 @@ impl Tuner {
                     // No tree (`refine`, `evolve`): one step from the candidate the round builds on.
                     _ => self.step_from(engine, *code, *base_candidate, &history),
                 };
-                Ok(format!("```c {}\n{}```\n", self.file(), self.render(&a)?))
+                let fence = match self.file().rsplit_once('.').map(|(_, ext)| ext) {
+                    Some("py") => "python",
+                    Some("cu") => "cuda",
+                    _ => "c",
+                };
+                Ok(format!("```{fence} {}\n{}```\n", self.file(), self.render(&a)?))
             }
             _ => Err("the tuner answers only planner and coder requests".into()),
         }
@@ -366,7 +375,11 @@ fn node_assignment(node: Option<&Node>) -> Option<Assignment> {
 
 fn read_mark(source: &str) -> Option<Assignment> {
     let line = source.lines().next()?;
-    serde_json::from_str(line.strip_prefix(MARK)?.strip_suffix(" */")?).ok()
+    let json = match line.strip_prefix(PY_MARK) {
+        Some(rest) => rest,
+        None => line.strip_prefix(MARK)?.strip_suffix(" */")?,
+    };
+    serde_json::from_str(json).ok()
 }
 
 fn describe(a: &Assignment) -> String {
