@@ -4,9 +4,12 @@ Every call returns freshly allocated arrays; the caller keeps earlier trials' ar
 the next are drawn, so no trial can be served from an address a candidate saw before.
 
 Timing draws differently (`feed`): one pool per random input, from which every timed call gets
-its own window, so no two calls see the same contents (docs/protocol.md, Timing).
+its own window, so no two calls see the same contents (docs/protocol.md, Timing). Structured
+integer inputs (`offsets`, `unique`) cannot be windows of a pool, since a window of offsets is
+not offsets: each timed call gets its own draw instead.
 """
 
+import ast
 import math
 import os
 
@@ -15,12 +18,16 @@ import numpy as np
 from . import safetensors_reader
 from .errors import TaskError
 
-DISTRIBUTIONS = ("normal", "uniform", "heavy_tailed", "randint")
+DISTRIBUTIONS = ("normal", "uniform", "heavy_tailed", "randint", "offsets", "unique")
+# Integer distributions whose elements depend on each other: drawn whole, never windowed.
+STRUCTURED = ("offsets", "unique")
 _DEFAULTS = {
     "normal": {"mean": 0.0, "std": 1.0},
     "uniform": {"low": -1.0, "high": 1.0},
     "heavy_tailed": {"df": 3.0, "scale": 1.0},
     "randint": {"low": 0, "high": 100},
+    "offsets": {},
+    "unique": {"low": 0},
 }
 # A timing pool holds an input's n elements plus extra = max(calls, min(n, this many bytes'
 # worth)) more: twice the input up to 64 MiB of extra, and at least one extra element per call.
@@ -43,11 +50,7 @@ class InputMaker:
             field = f"correctness.input_overrides.{name}"
             if name not in {t.name for t in spec.inputs}:
                 raise TaskError(field, f"input_overrides names '{name}', which is not an input")
-            dist = o.get("distribution") if isinstance(o, dict) else None
-            if dist not in DISTRIBUTIONS:
-                raise TaskError(f"{field}.distribution", f"unknown distribution {dist!r}; expected "
-                                                         f"one of {', '.join(DISTRIBUTIONS)}")
-            self.overrides[name] = {**_DEFAULTS[dist], **o}
+            self.overrides[name] = _distribution(o, field)
         self._loaded = {}
 
     def draw(self, index, workload, trial, axes, stream=None):
@@ -58,9 +61,9 @@ class InputMaker:
         """
         rng = self._rng(index, trial, stream)
         values = []
-        for t, kind, desc, shape, field in self._described(index, workload, axes):
+        for t, kind, desc, shape, field, override in self._described(index, workload, axes):
             if kind == "random":
-                values.append(self._random(rng, t, shape, trial, axes))
+                values.append(self._random(rng, t, shape, trial, axes, override))
             else:
                 values.append(self._given(kind, desc, t, shape, index, field))
         return values
@@ -76,15 +79,18 @@ class InputMaker:
         """
         rng = self._rng(index, trial, None)
         sources = []
-        for t, kind, desc, shape, field in self._described(index, workload, axes):
+        for t, kind, desc, shape, field, override in self._described(index, workload, axes):
             if kind != "random":
                 sources.append(_Fixed(t, self._given(kind, desc, t, shape, index, field)))
             elif shape is None:
-                sources.append(_Each(t, self._random(rng, t, (calls,), trial, axes)))
+                sources.append(_Each(t, self._random(rng, t, (calls,), trial, axes, override)))
+            elif override is not None and override["distribution"] in STRUCTURED:
+                sources.append(_Draws(t, shape, [self._random(rng, t, shape, trial, axes, override)
+                                                 for _ in range(calls)]))
             else:
                 n = math.prod(shape)
                 extra = max(calls, min(n, POOL_EXTRA_BYTES // t.dtype.itemsize))
-                pool = self._random(rng, t, (n + extra,), trial, axes)
+                pool = self._random(rng, t, (n + extra,), trial, axes, override)
                 sources.append(_Window(t, shape, pool, extra))
         for source in sources:
             if isinstance(source, _Window):
@@ -96,6 +102,10 @@ class InputMaker:
         return np.random.default_rng(np.random.SeedSequence(entropy))
 
     def _described(self, index, workload, axes):
+        """Per input: tensor, kind, descriptor, shape, field, and the fixed distribution of a
+        random input (the task's override, else the workload's own, else None). The task's
+        override wins so that a task author can correct what ksearch synthesised for an absent
+        safetensors file."""
         given = workload.get("inputs") or {}
         for t in self.spec.inputs:
             field = f"workloads[{index}].inputs.{t.name}"
@@ -105,12 +115,18 @@ class InputMaker:
                 raise TaskError(f"{field}.type", f"unknown input type {kind!r}; expected random, "
                                                  f"scalar or safetensors")
             shape = None if t.is_scalar else self.spec.shape(t, axes)
-            yield t, kind, desc, shape, field
+            override = None
+            if kind == "random" and t.name in self.overrides:
+                override = self.overrides[t.name]
+            elif kind == "random" and "distribution" in desc:
+                override = _distribution({k: v for k, v in desc.items() if k != "type"}, field)
+                override["field"] = field
+            yield t, kind, desc, shape, field, override
 
-    def _random(self, rng, t, shape, trial, axes):
+    def _random(self, rng, t, shape, trial, axes, override):
         float_dist = self.distributions[trial % len(self.distributions)]
-        return _sample(rng, t.dtype, shape, self.overrides.get(t.name), float_dist, axes,
-                       f"correctness.input_overrides.{t.name}")
+        field = (override or {}).get("field") or f"correctness.input_overrides.{t.name}"
+        return _sample(rng, t.dtype, shape, override, float_dist, axes, field)
 
     def _given(self, kind, desc, t, shape, index, field):
         if kind == "scalar":
@@ -149,6 +165,15 @@ class InputMaker:
         return array.copy()
 
 
+def _distribution(o, field):
+    """A distribution descriptor with its defaults filled in; `field` locates it in errors."""
+    dist = o.get("distribution") if isinstance(o, dict) else None
+    if dist not in DISTRIBUTIONS:
+        raise TaskError(f"{field}.distribution", f"unknown distribution {dist!r}; expected "
+                                                 f"one of {', '.join(DISTRIBUTIONS)}")
+    return {**_DEFAULTS[dist], **o}
+
+
 def _scalar(value, dtype, field):
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if not (number or (isinstance(value, bool) and dtype.kind == "b")):
@@ -174,15 +199,21 @@ def _sample(rng, dtype, shape, override, float_dist, axes, field):
     if dist == "coin":
         x = rng.integers(0, 2, size=size, dtype=np.uint8).astype(np.bool_)
     elif dist == "randint":
-        low = _bound(params.get("low"), axes, f"{field}.low")
-        high = _bound(params.get("high"), axes, f"{field}.high")
-        if high <= low:
-            raise TaskError(field, f"randint needs low < high, got [{low}, {high})")
-        if dtype.kind in "iu":
-            info = np.iinfo(dtype)
-            if low < info.min or high - 1 > info.max:
-                raise TaskError(field, f"randint range [{low}, {high}) does not fit {dtype.name}")
+        low, high = _range(params, dtype, axes, field, "randint")
         x = rng.integers(low, high, size=size, dtype=np.int64)
+    elif dist == "unique":
+        low, high = _range(params, dtype, axes, field, "unique")
+        n = math.prod(size)
+        if dtype.kind not in "iu":
+            raise TaskError(field, f"unique needs an integer input, not {dtype.name}")
+        if n > high - low:
+            raise TaskError(field, f"unique cannot draw {n} distinct values from [{low}, {high}) "
+                                   f"({high - low} values)")
+        x = (rng.permutation(high - low)[:n] if n * 4 >= high - low
+             else rng.choice(high - low, size=n, replace=False)) + low
+        x = x.astype(np.int64).reshape(size)
+    elif dist == "offsets":
+        x = _offsets_array(rng, dtype, size, params, axes, field)
     elif dist == "normal":
         x = rng.standard_normal(size=size, dtype=work)
         x *= _num(params, "std", field)
@@ -202,14 +233,87 @@ def _sample(rng, dtype, shape, override, float_dist, axes, field):
     return x[()] if shape is None else x
 
 
+def _range(params, dtype, axes, field, what):
+    low = _bound(params.get("low"), axes, f"{field}.low")
+    high = _bound(params.get("high"), axes, f"{field}.high")
+    if high <= low:
+        raise TaskError(field, f"{what} needs low < high, got [{low}, {high})")
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if low < info.min or high - 1 > info.max:
+            raise TaskError(field, f"{what} range [{low}, {high}) does not fit {dtype.name}")
+    return low, high
+
+
+def _offsets_array(rng, dtype, size, params, axes, field):
+    """0, then non-decreasing values ending at `total`: the cut points of `total` elements into
+    len - 1 segments, drawn uniformly (with repeats, so segments may be empty)."""
+    if dtype.kind not in "iu":
+        raise TaskError(field, f"offsets needs an integer input, not {dtype.name}")
+    if len(size) != 1:
+        raise TaskError(field, f"offsets needs a 1-D input, not shape {list(size)}")
+    total = _bound(params.get("total"), axes, f"{field}.total")
+    n = size[0]
+    if total < 0:
+        raise TaskError(f"{field}.total", f"offsets total must not be negative, got {total}")
+    if n == 0 or (n == 1 and total != 0):
+        raise TaskError(field, f"offsets ending at {total} need at least 2 elements, the input "
+                               f"has {n}")
+    if total > np.iinfo(dtype).max:
+        raise TaskError(f"{field}.total", f"offsets total {total} does not fit {dtype.name}")
+    x = np.empty(n, np.int64)
+    x[0] = 0
+    if n > 1:
+        x[1:-1] = np.sort(rng.integers(0, total + 1, size=n - 2, dtype=np.int64))
+        x[-1] = total
+    return x
+
+
+_OPERATORS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+              ast.Mult: lambda a, b: a * b, ast.Mod: lambda a, b: a % b}
+
+
 def _bound(value, axes, field):
+    """An integer, an axis name, or an integer expression over the axes (+ - * / %, brackets;
+    `/` must divide exactly)."""
     if isinstance(value, str):
-        if value not in axes:
-            raise TaskError(field, f"randint bound {value!r} is not an axis of the definition")
-        return axes[value]
+        try:
+            tree = ast.parse(value.strip(), mode="eval")
+        except SyntaxError:
+            raise TaskError(field, f"bound {value!r} is not an expression over axes") from None
+        return _evaluate(tree.body, value, axes, field)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer():
-        raise TaskError(field, f"randint bound {value!r} must be an integer or an axis name")
+        raise TaskError(field, f"bound {value!r} must be an integer, an axis name or an "
+                               f"expression over axes")
     return int(value)
+
+
+def _evaluate(node, text, axes, field):
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in axes:
+            if node.id == text.strip():
+                raise TaskError(field, f"bound {text!r} is not an axis of the definition")
+            raise TaskError(field, f"bound {text!r} uses {node.id!r}, which is not an axis of "
+                                   f"the definition")
+        return axes[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _evaluate(node.operand, text, axes, field)
+        return -v if isinstance(node.op, ast.USub) else v
+    if isinstance(node, ast.BinOp):
+        a = _evaluate(node.left, text, axes, field)
+        b = _evaluate(node.right, text, axes, field)
+        if isinstance(node.op, (ast.Div, ast.Mod)) and b == 0:
+            raise TaskError(field, f"bound {text!r} divides by zero")
+        if isinstance(node.op, ast.Div):
+            if a % b:
+                raise TaskError(field, f"bound {text!r}: {a} / {b} is not an integer")
+            return a // b
+        if type(node.op) in _OPERATORS:
+            return _OPERATORS[type(node.op)](a, b)
+    raise TaskError(field, f"bound {text!r} may only use integers, axis names, + - * / % and "
+                           f"parentheses")
 
 
 def _num(params, key, field):
@@ -269,6 +373,19 @@ class _Each:
 
     def expected(self, k):
         return self.values[k]
+
+
+class _Draws:
+    """One whole draw per call: structured inputs, whose windows would break the structure."""
+
+    def __init__(self, tensor, shape, draws):
+        self.tensor, self._shape, self.draws = tensor, shape, draws
+
+    def shape(self):
+        return self._shape
+
+    def expected(self, k):
+        return self.draws[k]
 
 
 class _Window:
