@@ -1,0 +1,206 @@
+//! The device pool: one lease per device at a time, first come first served.
+
+use crate::{Device, DeviceError};
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// A fixed set of devices, each leased to at most one holder at a time. Cheap to clone (the
+/// clones share the devices). Waiters are served in the order they asked (a ticket queue), so
+/// a burst of requests cannot starve an early one.
+#[derive(Debug, Clone)]
+pub struct DevicePool {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    devices: Vec<Device>,
+    state: Mutex<State>,
+    freed: Condvar,
+}
+
+#[derive(Debug)]
+struct State {
+    busy: Vec<bool>,
+    /// Tickets of the callers waiting, oldest first.
+    queue: VecDeque<u64>,
+    next_ticket: u64,
+    /// The most devices ever leased at once.
+    peak: usize,
+}
+
+/// A device held by one caller; dropping it (also during a panic) frees the device.
+#[derive(Debug)]
+pub struct Lease {
+    pool: Arc<Inner>,
+    slot: usize,
+}
+
+impl DevicePool {
+    /// A pool over `devices` (at least one).
+    pub fn new(devices: Vec<Device>) -> Result<DevicePool, DeviceError> {
+        if devices.is_empty() {
+            return Err(DeviceError::NoDevices {
+                reason: "the pool was given an empty device list".into(),
+            });
+        }
+        let n = devices.len();
+        Ok(DevicePool {
+            inner: Arc::new(Inner {
+                devices,
+                state: Mutex::new(State {
+                    busy: vec![false; n],
+                    queue: VecDeque::new(),
+                    next_ticket: 0,
+                    peak: 0,
+                }),
+                freed: Condvar::new(),
+            }),
+        })
+    }
+
+    pub fn devices(&self) -> &[Device] {
+        &self.inner.devices
+    }
+
+    /// How many devices the pool has: how many evaluations can run at once.
+    pub fn size(&self) -> usize {
+        self.inner.devices.len()
+    }
+
+    /// Devices leased now.
+    pub fn in_use(&self) -> usize {
+        self.inner.lock().busy.iter().filter(|b| **b).count()
+    }
+
+    /// Callers waiting for a device now.
+    pub fn waiting(&self) -> usize {
+        self.inner.lock().queue.len()
+    }
+
+    /// The most devices that were leased at the same time so far.
+    pub fn peak_in_use(&self) -> usize {
+        self.inner.lock().peak
+    }
+
+    /// Waits until a device is free and it is this caller's turn, then leases it.
+    pub fn lease(&self) -> Lease {
+        match self.wait_for_slot(None) {
+            Some(slot) => self.lease_of(slot),
+            // Without a deadline the wait ends only with a slot.
+            None => unreachable!("an unbounded wait returned without a device"),
+        }
+    }
+
+    /// [`lease`](Self::lease), giving up after `timeout` (and leaving the queue).
+    pub fn lease_timeout(&self, timeout: Duration) -> Result<Lease, DeviceError> {
+        match self.wait_for_slot(Some(Instant::now() + timeout)) {
+            Some(slot) => Ok(self.lease_of(slot)),
+            None => Err(DeviceError::Timeout {
+                waited: timeout,
+                busy: self.in_use(),
+                total: self.size(),
+            }),
+        }
+    }
+
+    /// A device now, if one is free and nobody is waiting for it.
+    pub fn try_lease(&self) -> Option<Lease> {
+        let mut state = self.inner.lock();
+        if !state.queue.is_empty() {
+            return None;
+        }
+        let slot = state.busy.iter().position(|b| !b)?;
+        take(&mut state, slot);
+        drop(state);
+        Some(self.lease_of(slot))
+    }
+
+    fn lease_of(&self, slot: usize) -> Lease {
+        Lease {
+            pool: self.inner.clone(),
+            slot,
+        }
+    }
+
+    /// Joins the queue and waits to be at its head with a free device; takes that device.
+    /// `None` only when `deadline` passed first.
+    fn wait_for_slot(&self, deadline: Option<Instant>) -> Option<usize> {
+        let mut state = self.inner.lock();
+        let ticket = state.next_ticket;
+        state.next_ticket += 1;
+        state.queue.push_back(ticket);
+        loop {
+            if state.queue.front() == Some(&ticket) {
+                if let Some(slot) = state.busy.iter().position(|b| !b) {
+                    state.queue.pop_front();
+                    take(&mut state, slot);
+                    // The next in line may find another free device.
+                    self.inner.freed.notify_all();
+                    return Some(slot);
+                }
+            }
+            state = match deadline {
+                None => self
+                    .inner
+                    .freed
+                    .wait(state)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        state.queue.retain(|t| *t != ticket);
+                        // Whoever was behind this caller may be at the head now.
+                        self.inner.freed.notify_all();
+                        return None;
+                    }
+                    self.inner
+                        .freed
+                        .wait_timeout(state, deadline - now)
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .0
+                }
+            };
+        }
+    }
+}
+
+fn take(state: &mut State, slot: usize) {
+    state.busy[slot] = true;
+    let busy = state.busy.iter().filter(|b| **b).count();
+    state.peak = state.peak.max(busy);
+}
+
+impl Inner {
+    /// The state, even after a holder panicked: the state is only ever changed by a few
+    /// assignments under the lock, so it is consistent whenever the lock is free.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Lease {
+    pub fn device(&self) -> &Device {
+        &self.pool.devices[self.slot]
+    }
+
+    /// `cuda:1`, `cpu:0`: see [`Device::label`].
+    pub fn label(&self) -> String {
+        self.device().label()
+    }
+
+    /// The environment the evaluation's child process needs: see [`Device::env`].
+    pub fn env(&self) -> Vec<(String, String)> {
+        self.device().env()
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let mut state = self.pool.lock();
+        state.busy[self.slot] = false;
+        drop(state);
+        self.pool.freed.notify_all();
+    }
+}
