@@ -11,13 +11,13 @@ import sys
 import traceback
 
 from . import __version__, protocol
-from .errors import TaskError
+from .errors import SetupError, TaskError
 
 
 def main():
     channel = protocol.claim_stdout()
     faulthandler.enable(file=sys.stderr)
-    environment = {"compiler": None}
+    environment = {"compiler": None, "device": None}
     try:
         request = json.loads(sys.stdin.buffer.read())
         if not isinstance(request, dict):
@@ -35,6 +35,9 @@ def main():
             raise ValueError(f"unknown mode {mode!r} (expected evaluate or check_task)")
     except TaskError as e:
         channel.emit("task_error", field=e.field, message=e.message)
+    except SetupError as e:
+        fields = {"missing": e.missing} if e.missing else {}
+        channel.emit("harness_error", message=e.message, **fields)
     except ModuleNotFoundError as e:
         # `missing` lets ksearch set up an interpreter that has the module, then retry.
         channel.emit("harness_error", message=f"{sys.executable} cannot import {e.name}",
@@ -43,7 +46,7 @@ def main():
         traceback.print_exc(file=sys.stderr)
         channel.emit("harness_error", message=_describe(e))
     from . import environment as env
-    collected = env.collect(environment["compiler"])
+    collected = env.collect(environment["compiler"], environment["device"])
     channel.close_stage()
     channel.emit("done", environment=collected, harness_version=__version__,
                  stages=channel.stages)

@@ -4,15 +4,19 @@ import platform
 import sys
 
 
-def collect(compiler=None):
+def collect(compiler=None, device=None):
+    """`device`: what a GPU backend found (gpu.describe: name, driver, versions, clocks)."""
     numpy = sys.modules.get("numpy")
-    return {
+    found = {
         "python": platform.python_version(),
         "numpy": getattr(numpy, "__version__", None),
         "compiler": compiler,
         "cpu": _cpu(),
         "platform": platform.platform(),
     }
+    if device is not None:
+        found["device"] = device
+    return found
 
 
 def _cpu():

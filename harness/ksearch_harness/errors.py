@@ -34,3 +34,17 @@ class CandidateError(Exception):
         super().__init__(reason)
         self.status = status
         self.reason = reason
+
+
+class SetupError(Exception):
+    """The harness's environment cannot run this request (no torch, no CUDA device): reported
+    as a harness_error naming what is missing, never blamed on the candidate or the task.
+
+    `missing` names a Python module the interpreter lacks; ksearch creates an environment only
+    for NumPy, so for torch the message tells the user what to install or point at.
+    """
+
+    def __init__(self, message, missing=None):
+        super().__init__(message)
+        self.message = message
+        self.missing = missing

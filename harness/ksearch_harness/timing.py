@@ -21,10 +21,7 @@ def time_pairs(session, settings):
     Timing stops early after `min_iterations` timed pairs once `max_seconds` have elapsed since
     the first warm-up pair began.
     """
-    warmup = int(settings.get("warmup", 3))
-    iterations = int(settings.get("iterations", 50))
-    min_iterations = int(settings.get("min_iterations", 5))
-    budget_ns = int(float(settings.get("max_seconds", 1.0)) * 1e9)
+    warmup, iterations, min_iterations, budget_ns = loop_settings(settings)
     clock = perf_counter_ns
     start = clock()
     ref_ns, cand_ns = [], []
@@ -43,6 +40,13 @@ def time_pairs(session, settings):
             if len(cand_ns) >= min_iterations and clock() - start >= budget_ns:
                 break
     return {"clock": "perf_counter_ns", "candidate_ns": cand_ns, "reference_ns": ref_ns}
+
+
+def loop_settings(settings):
+    """(warmup, iterations, min_iterations, budget in ns) of a timing loop."""
+    return (int(settings.get("warmup", 3)), int(settings.get("iterations", 50)),
+            int(settings.get("min_iterations", 5)),
+            int(float(settings.get("max_seconds", 1.0)) * 1e9))
 
 
 def calls(settings):

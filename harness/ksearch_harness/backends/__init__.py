@@ -2,13 +2,24 @@
 
 A backend object provides:
   name                               the registry key;
+  bfloat16_as_float32                whether bfloat16 arrays exist (as float32 on the host);
+  open(request)                      claim the device (GPU backends import torch here and
+                                        raise SetupError when they cannot);
+  describe()                         the device's provenance for `done`, or None;
+  memory(spec, reference)            where the candidate's arrays live (memory.HostMemory,
+                                        gpu.TorchMemory);
+  device_room()                      (free bytes, description) of the device, or None;
+  sanitizer(settings)                the request's `sanitize` watcher, or None;
   check_definition(spec)             raise TaskError for dtypes or scalars it cannot pass;
-  build(candidate, workdir, limits)  -> dict for the `compile` event (ok, seconds, command, log);
+  build(candidate, workdir, limits)  -> dict for the `compile` event (ok, seconds, command, log;
+                                        GPU backends add resources, cached, arch);
   load(spec)                         load the candidate (runs its code: constructors), raising
                                         CandidateError (runtime_error) when unloadable;
-  prepare(spec, axes)                -> Kernel with bind(inputs, outputs) -> zero-argument call,
+  prepare(spec, axes)                -> Kernel with bind(inputs, outputs) -> zero-argument call
+                                        and results(returned, outputs, shapes) -> the outputs,
                                         raising CandidateError (runtime_error) when unloadable;
-  time_pairs(session, settings)      the timing loop suited to the device (see timing.py);
+  time_pairs(session, settings)      the timing loop suited to the device (timing.py,
+                                        gpu_timing.py);
   compiler                           version string for the `done` event, or None.
 Modules are imported on demand so that a run pays only for the backend it uses.
 """
@@ -16,8 +27,11 @@ Modules are imported on demand so that a run pays only for the backend it uses.
 import importlib
 
 _MODULES = {
-    "c": "ksearch_harness.backends.c",
-    # "cuda", "triton", "mlx": to come, each a module exposing Backend.
+    "c": ("ksearch_harness.backends.c", "Backend"),
+    "cuda": ("ksearch_harness.backends.cuda", "Backend"),
+    "python": ("ksearch_harness.backends.pymodule", "Backend"),
+    "triton": ("ksearch_harness.backends.pymodule", "TritonBackend"),
+    # "mlx": to come.
 }
 
 
@@ -25,4 +39,5 @@ def get(name):
     if name not in _MODULES:
         raise ValueError(f"backend {name!r} is not implemented by this harness "
                          f"(available: {', '.join(sorted(_MODULES))})")
-    return importlib.import_module(_MODULES[name]).Backend()
+    module, cls = _MODULES[name]
+    return getattr(importlib.import_module(module), cls)()

@@ -8,13 +8,13 @@ import ctypes
 import functools
 import os
 import shlex
-import signal
 import subprocess
 import time
 
 from .. import timing
 from ..errors import CandidateError, TaskError
 from ..memory import HostMemory
+from . import sources
 
 _SCALARS = {
     "float32": ctypes.c_float, "float64": ctypes.c_double, "int32": ctypes.c_int32,
@@ -23,7 +23,7 @@ _SCALARS = {
 }
 _ARRAYS = set(_SCALARS) | {"float16"}
 _FLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-std=c11"]
-_LIBRARY = "candidate.so"
+_LIBRARY = sources.LIBRARY
 
 
 class Backend:
@@ -73,57 +73,36 @@ class Backend:
         cc = shlex.split(os.environ.get("CC") or "cc")
         self.compiler = _version(cc)
         log_bytes = int(limits.get("log_bytes", 65536))
+        build = os.path.join(workdir, "build")
         try:
-            sources, symbol, extra, openmp = _check_candidate(candidate)
+            checked = sources.check(candidate, "c", ".c", ".c source")
+            if candidate.get("destination_passing_style", True) is not True:
+                raise ValueError("backend c calls kernels in destination-passing style only; set "
+                                 "destination_passing_style to true and write outputs through "
+                                 "pointers")
+            os.makedirs(build)
+            sources.write(checked.sources, build)
         except ValueError as e:
             return {"ok": False, "seconds": 0.0, "command": [], "log": str(e)}
-        build = os.path.join(workdir, "build")
-        os.makedirs(build)
-        c_files = []
-        for path, content in sources:
-            full = os.path.join(build, path)
-            try:
-                os.makedirs(os.path.dirname(full), exist_ok=True)
-                with open(full, "w", encoding="utf-8") as f:
-                    f.write(content)
-            except (OSError, ValueError) as e:
-                return {"ok": False, "seconds": 0.0, "command": [],
-                        "log": f"source {path!r} cannot be written: {e}"}
-            if path.endswith(".c"):
-                c_files.append(path)
-        command = (cc + _FLAGS + (["-fopenmp"] if openmp else []) + extra
+        c_files = [p for p, _ in checked.sources if p.endswith(".c")]
+        openmp = bool(checked.build.get("openmp", False))
+        command = (cc + _FLAGS + (["-fopenmp"] if openmp else []) + checked.extra_flags
                    + ["-o", _LIBRARY] + c_files + ["-lm"])
         log_path = os.path.join(workdir, "compile.log")
         timeout = float(limits.get("compile_timeout_s", 30))
         start = time.perf_counter()
-        with open(log_path, "wb") as log:
-            try:
-                # The compiler stays in our process group, so the supervisor's group kill still
-                # reaches it; our own timeout kills its process tree (cc1, as, ld), not just cc.
-                proc = subprocess.Popen(command, cwd=build, stdin=subprocess.DEVNULL, stdout=log,
-                                        stderr=subprocess.STDOUT)
-            except FileNotFoundError:
-                raise RuntimeError(f"C compiler {cc[0]!r} not found; set CC") from None
-            try:
-                rc = proc.wait(timeout=timeout)
-                timed_out = False
-            except subprocess.TimeoutExpired:
-                _kill_tree(proc)
-                rc, timed_out = None, True
+        try:
+            rc, timed_out = sources.compile_in_child(command, build, log_path, timeout,
+                                                     "C compiler")
+        except RuntimeError:
+            raise RuntimeError(f"C compiler {cc[0]!r} not found; set CC") from None
         seconds = time.perf_counter() - start
-        text = _bounded(log_path, log_bytes)
-        ok = rc == 0 and not timed_out
-        if timed_out:
-            text += f"\ncompilation timed out after {timeout:g} s and was killed"
-        elif ok and not os.path.exists(os.path.join(build, _LIBRARY)):
-            ok, text = False, text + f"\nthe compiler exited 0 but wrote no {_LIBRARY}"
-        elif not ok:
-            text += f"\nthe compiler exited with status {rc}" if rc > 0 else \
-                f"\nthe compiler was killed by signal {-rc}"
+        ok, text = sources.outcome_text(sources.bounded(log_path, log_bytes), rc, timed_out,
+                                        timeout, os.path.join(build, _LIBRARY))
         if ok:
             self._library = os.path.join(build, _LIBRARY)
-            self._symbol = symbol
-            self._entry = candidate.get("entry_point")
+            self._symbol = checked.symbol
+            self._entry = checked.entry
         return {"ok": ok, "seconds": seconds, "command": command, "log": text}
 
     # ---- call --------------------------------------------------------------------------------
@@ -196,112 +175,6 @@ def _address(array):
     if not array.flags.c_contiguous:
         raise RuntimeError("backend c was handed a non-contiguous array")
     return array.__array_interface__["data"][0]
-
-
-def _check_candidate(candidate):
-    if not isinstance(candidate, dict):
-        raise ValueError("the request has no candidate to build")
-    language = candidate.get("language", "c")
-    if language != "c":
-        raise ValueError(f"backend c cannot build a candidate in language {language!r}")
-    if candidate.get("destination_passing_style", True) is not True:
-        raise ValueError("backend c calls kernels in destination-passing style only; set "
-                         "destination_passing_style to true and write outputs through pointers")
-    sources = []
-    seen = set()
-    for i, s in enumerate(candidate.get("sources") or []):
-        path = s.get("path") if isinstance(s, dict) else None
-        content = s.get("content") if isinstance(s, dict) else None
-        problem = _path_problem(path)
-        if problem:
-            raise ValueError(f"source {i} path {path!r} is rejected: {problem}")
-        if not isinstance(content, str):
-            raise ValueError(f"source {path!r} has no text content")
-        if path in seen:
-            raise ValueError(f"source path {path!r} appears twice")
-        seen.add(path)
-        sources.append((path, content))
-    if not any(p.endswith(".c") for p, _ in sources):
-        raise ValueError("the candidate has no .c source to compile")
-    entry = candidate.get("entry_point")
-    if not isinstance(entry, str) or not entry:
-        raise ValueError("the candidate has no entry_point (expected 'file.c::symbol')")
-    file, sep, symbol = entry.rpartition("::")
-    if sep and file not in seen:
-        raise ValueError(f"entry_point {entry!r} names {file!r}, which is not among the sources")
-    if not symbol.isidentifier() or not symbol.isascii():
-        raise ValueError(f"entry_point {entry!r} does not end in a C identifier")
-    build = candidate.get("build") or {}
-    extra = build.get("extra_flags") or []
-    if not isinstance(extra, list) or not all(isinstance(f, str) for f in extra):
-        raise ValueError("build.extra_flags must be a list of strings")
-    return sources, symbol, list(extra), bool(build.get("openmp", False))
-
-
-def _path_problem(path):
-    if not isinstance(path, str) or not path:
-        return "it must be a non-empty string"
-    if path.startswith("/") or os.path.isabs(path):
-        return "absolute paths are not allowed; use a plain relative name like 'kernel.c'"
-    if "\\" in path or "\x00" in path or path.startswith("-") or path.startswith("~"):
-        return "it must be a plain relative name like 'kernel.c'"
-    parts = path.split("/")
-    if any(p in ("", ".", "..") for p in parts):
-        return "'..', '.' and empty components are not allowed; use a plain relative name"
-    if path == _LIBRARY:
-        return f"{_LIBRARY} is the name of the build output"
-    return None
-
-
-def _kill_tree(proc):
-    """SIGKILL a child and its descendants, found by their parent ids in /proc (Linux)."""
-    for pid in [proc.pid] + _descendants(proc.pid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    proc.wait()
-
-
-def _descendants(root):
-    children = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so cut at the last ')'.
-        ppid = int(stat[stat.rfind(b")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _bounded(path, limit):
-    """The log, or its head and tail around a note of what was cut when it exceeds `limit`."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        if size <= limit:
-            return f.read().decode("utf-8", "replace")
-        note = f"\n[... {{}} bytes of compiler output omitted ...]\n"
-        keep = max(limit - len(note) - 20, 0)
-        head = f.read(keep // 2)
-        f.seek(size - (keep - keep // 2))
-        tail = f.read()
-    omitted = size - len(head) - len(tail)
-    return (head.decode("utf-8", "replace") + note.format(omitted)
-            + tail.decode("utf-8", "replace"))
 
 
 def _version(cc):

@@ -1,0 +1,60 @@
+"""What the GPU backends (cuda, triton, python) share: the device, its memory, timing, the
+sanitizer's log, and the dtypes a torch tensor can hold."""
+
+from .. import gpu, gpu_timing
+from ..errors import TaskError
+
+
+class GpuBackend:
+    bfloat16_as_float32 = True  # bfloat16 is drawn in float32 and rounded on the device
+    allow_cpu = False           # the python backend may also run on a CPU-only torch
+    time_pairs = staticmethod(gpu_timing.time_pairs)
+
+    def __init__(self):
+        self.compiler = None
+        self.torch = None
+        self.device = None
+        self.mem = None
+
+    def open(self, request):
+        name = (request.get("device") or {}).get("name")
+        self.torch, self.device = gpu.open_device(self.name, name, self.allow_cpu)
+
+    def describe(self):
+        return gpu.describe(self.torch, self.device)
+
+    def properties(self):
+        return self.torch.cuda.get_device_properties(self.device)
+
+    def arch(self):
+        props = self.properties()
+        return gpu.arch_of(props.major, props.minor)
+
+    def memory(self, spec, reference):
+        l2 = getattr(self.properties(), "L2_cache_size", None) if self.device.type == "cuda" \
+            else None
+        self.mem = gpu.TorchMemory(self.torch, self.device, spec, reference.torch is not None, l2)
+        return self.mem
+
+    def device_room(self):
+        if self.device.type != "cuda":
+            return None
+        free, total = self.torch.cuda.mem_get_info(self.device)
+        return free, (f"the {free / (1 << 30):.3g} GiB free of the device's "
+                      f"{total / (1 << 30):.3g} GiB")
+
+    def sanitizer(self, settings):
+        if not settings:
+            return None
+        if not isinstance(settings, dict) or not isinstance(settings.get("log"), str):
+            raise TaskError("sanitize", "sanitize must be an object with the sanitizer's log "
+                                        "file as 'log'")
+        log = gpu.SanitizerLog(settings["log"], settings.get("tool", "memcheck"))
+        self.mem.sanitizer = log
+        return log
+
+    def check_definition(self, spec):
+        for t in spec.inputs + spec.outputs:
+            if gpu.torch_dtype(self.torch, t.dtype_name) is None:
+                raise TaskError(f"{t.field}.dtype", f"dtype {t.dtype_name} is not supported by "
+                                                    f"backend {self.name} ('{t.name}')")

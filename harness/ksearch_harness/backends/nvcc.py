@@ -1,0 +1,174 @@
+"""nvcc: finding it, compiling a candidate to a shared library, and the build cache.
+
+Command (docs/protocol.md, Backend cuda):
+    nvcc -O3 -arch=ARCH -Xcompiler -fPIC -shared -Xptxas -v -lineinfo EXTRA -o candidate.so *.cu
+`-Xptxas -v` makes ptxas report each kernel's registers, spills and shared memory (ptxas.py);
+`-lineinfo` lets compute-sanitizer name source lines and changes no generated code. The CUDA
+runtime is linked statically (nvcc's default), so the library needs no libcudart at run time.
+
+Cache: a successful build is stored under CACHE/KEY/ (candidate.so and build.json with the
+command, log, resource report and the library's SHA-256), KEY being the SHA-256 of the
+sources, the command's flags, nvcc's full version text and the arch. A hit copies the library
+into the private build folder and reports the stored log and resources, with `cached: true`.
+Failed builds are not cached. Entries are written to a temporary folder and renamed into place,
+so concurrent evaluations never see half an entry.
+"""
+
+import glob
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from .. import ptxas
+from . import sources
+
+FLAGS = ["-O3", "-Xcompiler", "-fPIC", "-shared", "-Xptxas", "-v", "-lineinfo"]
+CACHE_FORMAT = 1  # part of the key: bump when what a build produces changes
+
+
+def find():
+    """The nvcc to use: $KSEARCH_NVCC, $CUDA_HOME/bin, $CUDA_PATH/bin, PATH, /usr/local/cuda,
+    then the pip package nvidia-cuda-nvcc in this interpreter's site-packages."""
+    named = os.environ.get("KSEARCH_NVCC")
+    if named:
+        return named
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")):
+        if root and os.access(os.path.join(root, "bin", "nvcc"), os.X_OK):
+            return os.path.join(root, "bin", "nvcc")
+    on_path = shutil.which("nvcc")
+    if on_path:
+        return on_path
+    if os.access("/usr/local/cuda/bin/nvcc", os.X_OK):
+        return "/usr/local/cuda/bin/nvcc"
+    return from_pip(sys.path)
+
+
+def from_pip(paths):
+    """nvcc from the nvidia-cuda-nvcc wheel (nvidia/cu13/bin or nvidia/cuda_nvcc/bin)."""
+    for base in paths:
+        for found in sorted(glob.glob(os.path.join(base or ".", "nvidia", "*", "bin", "nvcc"))):
+            if os.access(found, os.X_OK):
+                return found
+    return None
+
+
+def version(nvcc):
+    """nvcc --version's full text (for the cache key) and its release line (for people)."""
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, timeout=30,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None, None
+    text = out.stdout.decode("utf-8", "replace").strip()
+    release = next((line.strip() for line in text.splitlines() if "release" in line), None)
+    return text, release or (text.splitlines()[-1] if text else None)
+
+
+def command(nvcc, arch, extra, cu_files):
+    return [nvcc] + FLAGS[:1] + [f"-arch={arch}"] + FLAGS[1:] + extra + \
+        ["-o", sources.LIBRARY] + cu_files
+
+
+def cache_key(checked, flags, version_text, arch):
+    """SHA-256 over everything that decides the library: sources, flags, compiler, arch."""
+    h = hashlib.sha256()
+    record = {"format": CACHE_FORMAT, "arch": arch, "flags": flags, "nvcc": version_text,
+              "sources": [[p, c] for p, c in checked.sources]}
+    h.update(json.dumps(record, sort_keys=True).encode("utf-8"))
+    return h.hexdigest()
+
+
+def build(checked, workdir, limits, arch, cache_dir):
+    """Compile `checked` (a sources.Candidate) into workdir/build/candidate.so.
+
+    Returns the `compile` event's fields plus `library` (the .so's path when ok).
+    """
+    nvcc = find()
+    if nvcc is None or shutil.which(nvcc) is None:
+        raise FileNotFoundError(nvcc or "nvcc")
+    version_text, release = version(nvcc)
+    log_bytes = int(limits.get("log_bytes", 65536))
+    folder = os.path.join(workdir, "build")
+    os.makedirs(folder, exist_ok=True)
+    sources.write(checked.sources, folder)
+    cu_files = [p for p, _ in checked.sources if p.endswith(".cu")]
+    cmd = command(nvcc, arch, checked.extra_flags, cu_files)
+    library = os.path.join(folder, sources.LIBRARY)
+    start = time.perf_counter()
+    key = cache_key(checked, cmd[1:], version_text, arch) if version_text else None
+    entry = os.path.join(cache_dir, key[:2], key) if cache_dir and key else None
+    hit = _from_cache(entry, library)
+    if hit is not None:
+        return {"ok": True, "seconds": time.perf_counter() - start, "command": cmd,
+                "log": hit.get("log", ""), "resources": hit.get("resources", []),
+                "cached": True, "arch": arch, "compiler": release, "library": library}
+    log_path = os.path.join(workdir, "compile.log")
+    timeout = float(limits.get("compile_timeout_s", 30))
+    rc, timed_out = sources.compile_in_child(cmd, folder, log_path, timeout, "nvcc")
+    seconds = time.perf_counter() - start
+    full_log = _read(log_path)
+    ok, text = sources.outcome_text(sources.bounded(log_path, log_bytes), rc, timed_out,
+                                    timeout, library)
+    resources = ptxas.parse(full_log) if ok else []
+    if ok and entry:
+        _store(entry, library, {"command": cmd, "log": text, "resources": resources,
+                                "seconds": seconds, "nvcc": release, "arch": arch})
+    return {"ok": ok, "seconds": seconds, "command": cmd, "log": text, "resources": resources,
+            "cached": False, "arch": arch, "compiler": release,
+            "library": library if ok else None}
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read().decode("utf-8", "replace")
+
+
+def _sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _from_cache(entry, library):
+    """The stored build.json after copying the stored library to `library`, or None.
+
+    The library's SHA-256 must match the one recorded: a damaged entry is rebuilt, not loaded.
+    """
+    if entry is None:
+        return None
+    try:
+        with open(os.path.join(entry, "build.json"), encoding="utf-8") as f:
+            stored = json.load(f)
+        cached_library = os.path.join(entry, sources.LIBRARY)
+        if not isinstance(stored, dict) or _sha256(cached_library) != stored.get("sha256"):
+            return None
+        shutil.copyfile(cached_library, library)
+        os.chmod(library, 0o755)
+    except (OSError, ValueError):
+        return None
+    return stored
+
+
+def _store(entry, library, record):
+    """Write the entry atomically (rename of a complete folder); failures only cost the cache."""
+    parent = os.path.dirname(entry)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=".tmp-", dir=parent)
+        shutil.copyfile(library, os.path.join(staging, sources.LIBRARY))
+        record = dict(record, sha256=_sha256(library))
+        with open(os.path.join(staging, "build.json"), "w", encoding="utf-8") as f:
+            json.dump(record, f)
+        try:
+            os.rename(staging, entry)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)  # another evaluation stored it first
+    except OSError:
+        pass

@@ -1,0 +1,211 @@
+"""Backends `python` and `triton`: the candidate is a Python module, loaded into the harness's
+process from the private build folder, and its entry is called with torch tensors.
+
+`python` is plain PyTorch code (native baselines); `triton` is the same loader with Triton
+kernels inside (Triton compiles them at their first call, which is a correctness call, never
+a timed one). Calling conventions, `candidate.calling` (docs/protocol.md):
+
+  dps      entry(*inputs, *outputs, *var_axes), writing the outputs in place;
+  returns  entry(*inputs), returning the output, or a tuple of outputs in definition order;
+  tuple    entry(tuple(inputs)), returning likewise (GPU MODE's custom_kernel(data)).
+
+A class entry (KernelBench's ModelNew) is constructed once, at load, as
+`torch.manual_seed(init.seed); obj = cls(*init.args)`, moved to the device, then called like
+`returns`. Scalars are passed as Python numbers, var axes as ints.
+"""
+
+import importlib.util
+import inspect
+import os
+import sys
+import time
+import traceback
+
+from .. import gpu
+from ..errors import CandidateError
+from . import sources
+from .gpu_base import GpuBackend
+
+CALLINGS = ("dps", "returns", "tuple")
+_MODULE = "ksearch_candidate"
+
+
+class Backend(GpuBackend):
+    name = "python"
+    allow_cpu = True  # plain PyTorch also runs on a CPU-only torch
+
+    def __init__(self):
+        super().__init__()
+        self._folder = None
+        self._file = None
+        self._symbol = None
+        self._entry = None
+        self._calling = None
+        self._init = None
+        self._callable = None
+        self._load_error = None
+        self._init_used = False
+
+    def build(self, candidate, workdir, limits):
+        """Write the sources and check their syntax (compile() runs none of their code)."""
+        start = time.perf_counter()
+        try:
+            checked = sources.check(candidate, self.name, ".py", ".py source",
+                                    kind="a Python identifier", example="kernel.py")
+            calling = candidate.get("calling") or (
+                "dps" if candidate.get("destination_passing_style", True) else "returns")
+            if calling not in CALLINGS:
+                raise ValueError(f"calling {calling!r} is unknown; expected one of "
+                                 f"{', '.join(CALLINGS)}")
+            init = candidate.get("init")
+            if init is not None and (not isinstance(init, dict)
+                                     or not isinstance(init.get("args", []), list)):
+                raise ValueError("init must be an object with 'args' (a list) and 'seed'")
+            folder = os.path.join(workdir, "build")
+            os.makedirs(folder)
+            sources.write(checked.sources, folder)
+            for path, content in checked.sources:
+                if path.endswith(".py"):
+                    try:
+                        compile(content, path, "exec")
+                    except (SyntaxError, ValueError) as e:
+                        detail = "".join(traceback.format_exception_only(type(e), e)).strip()
+                        raise ValueError(f"{path}: {detail}") from None
+        except ValueError as e:
+            return {"ok": False, "seconds": time.perf_counter() - start, "command": [],
+                    "log": str(e)}
+        self._folder = folder
+        self._file = checked.entry_file or next(p for p, _ in checked.sources
+                                                if p.endswith(".py"))
+        self._symbol, self._entry = checked.symbol, checked.entry
+        self._calling, self._init = calling, init
+        self.compiler = f"Python {sys.version.split()[0]}"
+        return {"ok": True, "seconds": time.perf_counter() - start, "command": [],
+                "log": f"syntax checked: {', '.join(p for p, _ in checked.sources)}"}
+
+    def load(self, spec):
+        self._load()
+
+    def prepare(self, spec, axes):
+        return _Kernel(self._load(), self._calling_of(), spec, axes, self.mem, self.torch,
+                       self._folder)
+
+    def _calling_of(self):
+        # A constructed module object is called like `returns` whatever the task's default.
+        return "returns" if self._init_used else self._calling
+
+    def _load(self):
+        if self._callable is None and self._load_error is None:
+            try:
+                self._callable = self._import()
+            except CandidateError as e:
+                self._load_error = e.reason
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - its code ran and failed
+                self._load_error = f"loading the candidate failed: {describe(e, self._folder)}"
+        if self._load_error is not None:
+            raise CandidateError("runtime_error", self._load_error)
+        return self._callable
+
+    def _import(self):
+        if self._folder not in sys.path:
+            sys.path.insert(0, self._folder)  # its own helper modules import as siblings
+        path = os.path.join(self._folder, self._file)
+        spec = importlib.util.spec_from_file_location(_MODULE, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[_MODULE] = module
+        spec.loader.exec_module(module)  # runs the candidate's module-level code
+        entry = getattr(module, self._symbol, None)
+        if entry is None:
+            raise CandidateError("runtime_error", (
+                f"{self._file} defines no '{self._symbol}' (entry_point {self._entry!r})"))
+        if inspect.isclass(entry):
+            init = self._init or {}
+            self.torch.manual_seed(int(init.get("seed", 0)))
+            entry = entry(*init.get("args", []))
+            if hasattr(entry, "to"):
+                entry = entry.to(self.device)
+            self._init_used = True
+        if not callable(entry):
+            raise CandidateError("runtime_error", (
+                f"'{self._symbol}' in {self._file} is a {type(entry).__name__}, not a function "
+                f"or class"))
+        return entry
+
+
+class TritonBackend(Backend):
+    name = "triton"
+    allow_cpu = False
+
+
+class _Kernel:
+    def __init__(self, function, calling, spec, axes, mem, torch, folder):
+        self._function = function
+        self._folder = folder
+        self._calling = calling
+        self._spec = spec
+        self._axes = tuple(int(axes[name]) for name in spec.var)
+        self._mem = mem
+        self._torch = torch
+        # Kernels launched on torch's current stream can be captured into a CUDA graph.
+        self.graph_capturable = mem.is_cuda
+
+    def bind(self, inputs, outputs):
+        values = [v.item() if hasattr(v, "item") and not isinstance(v, self._torch.Tensor)
+                  else v for v in inputs]
+        function, mem, folder = self._function, self._mem, self._folder
+        if self._calling == "dps":
+            args = (*values, *outputs, *self._axes)
+        elif self._calling == "returns":
+            args = tuple(values)
+        else:
+            args = (tuple(values),)
+        dps = self._calling == "dps"
+
+        def call():
+            try:
+                returned = function(*args)
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - the candidate's failure
+                if gpu.is_device_error(e):
+                    raise mem.device_error(e, "during the candidate's call") from None
+                raise CandidateError("runtime_error", f"the candidate raised "
+                                                      f"{describe(e, folder)}") from None
+            return None if dps else returned
+        return call
+
+    def results(self, raw, outputs, shapes):
+        if self._calling == "dps":
+            return outputs
+        torch, spec = self._torch, self._spec
+        values = list(raw) if isinstance(raw, (tuple, list)) else [raw]
+        names = [t.name for t in spec.outputs]
+        if len(values) != len(names):
+            raise CandidateError("incorrect_shape", (
+                f"the candidate returned {len(values)} value(s) for {len(names)} output(s) "
+                f"({', '.join(names)}); return them in definition order"))
+        for value, t, shape in zip(values, spec.outputs, shapes):
+            if not isinstance(value, torch.Tensor):
+                raise CandidateError("incorrect_dtype", f"output '{t.name}' is a "
+                                                        f"{type(value).__name__}, not a tensor")
+            if value.device != self._mem.device:
+                raise CandidateError("runtime_error", f"output '{t.name}' is on {value.device}, "
+                                                      f"not on {self._mem.device}")
+            if tuple(value.shape) != tuple(shape):
+                raise CandidateError("incorrect_shape", f"output '{t.name}' has shape "
+                                                        f"{list(value.shape)}, expected "
+                                                        f"{list(shape)}")
+            expected = gpu.torch_dtype(torch, t.dtype_name)
+            if value.dtype != expected:
+                raise CandidateError("incorrect_dtype", f"output '{t.name}' has dtype "
+                                                        f"{value.dtype}, expected {expected}")
+        return values
+
+
+def describe(error, folder):
+    """"Type: message (at file:line)", the line being the candidate's own innermost frame."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = " | ".join(lines[:4])[:600] or "(no message)"
+    frames = traceback.extract_tb(error.__traceback__)
+    own = [f for f in frames if folder and os.path.abspath(f.filename).startswith(folder)]
+    frame = (own or frames or [None])[-1]
+    at = f" (at {os.path.basename(frame.filename)}:{frame.lineno})" if frame else ""
+    return f"{type(error).__name__}: {text}{at}"

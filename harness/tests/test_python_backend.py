@@ -1,0 +1,108 @@
+"""Backend python on a CPU-only torch (device "cpu"): the calling conventions, returned outputs
+checked for count, shape and dtype, and the candidate's exceptions. Skipped without torch."""
+
+import unittest
+
+from tests.gpu_support import gpu_request, torch_or_skip
+from tests.support import run
+
+RETURNS = "import torch\ndef softmax(x):\n    return torch.softmax(x, dim=-1)\n"
+
+
+def python_request(source, **kw):
+    kw.setdefault("device", "cpu")
+    kw.setdefault("calling", "returns")
+    return gpu_request("python", source, **kw)
+
+
+class Conventions(unittest.TestCase):
+    def setUp(self):
+        torch_or_skip(self)
+
+    def passes(self, req):
+        result = run(req, timeout=300)
+        self.assertEqual(result.statuses, ["passed", "passed"], result.stderr[-3000:])
+        return result
+
+    def test_dps_writes_the_outputs_in_place_and_gets_var_axes(self):
+        source = ("import torch\n"
+                  "def softmax(x, y, M, N):\n"
+                  "    assert isinstance(M, int) and (M, N) == tuple(x.shape)\n"
+                  "    y.copy_(torch.softmax(x, dim=-1))\n")
+        result = self.passes(python_request(source, calling="dps"))
+        timing = result.workloads[0]["timing"]
+        self.assertEqual(timing["clock"], "perf_counter_ns")  # no events on the CPU
+        device = result.events[-1]["environment"]["device"]
+        self.assertEqual(device["kind"], "cpu")
+        self.assertIsNotNone(device["torch"])
+
+    def test_returns_tuple_and_a_class_entry(self):
+        self.passes(python_request(RETURNS))
+        self.passes(python_request("import torch\ndef softmax(data):\n    (x,) = data\n"
+                                   "    return (torch.softmax(x, dim=-1),)\n", calling="tuple"))
+        model = ("import torch\n"
+                 "class Model(torch.nn.Module):\n"
+                 "    def __init__(self, scale):\n"
+                 "        super().__init__()\n"
+                 "        self.w = torch.nn.Parameter(torch.randn(1))\n"
+                 "        self.scale = scale\n"
+                 "    def forward(self, x):\n"
+                 "        # init.seed fixes the parameter: torch.manual_seed(7); randn(1)\n"
+                 "        torch.manual_seed(7)\n"
+                 "        assert torch.equal(self.w.data, torch.randn(1))\n"
+                 "        return torch.softmax(x * self.scale, dim=-1)\n")
+        self.passes(python_request(model, entry="Model", init={"args": [1.0], "seed": 7},
+                                   calling="dps"))
+
+    def test_returned_outputs_are_checked(self):
+        cases = [
+            ("return torch.softmax(x, -1)[:1]", "incorrect_shape", "has shape"),
+            ("return torch.softmax(x, -1).double()", "incorrect_dtype", "torch.float64"),
+            ("return torch.softmax(x, -1), x", "incorrect_shape", "returned 2 value(s)"),
+            ("return [1.0]", "incorrect_dtype", "not a tensor"),
+            ("return torch.softmax(x, 0)", "incorrect_numerical", "differ"),
+            ("raise KeyError('boom')", "runtime_error", "KeyError: 'boom' (at kernel.py:3)"),
+            ("x.add_(1); return torch.softmax(x, -1)", "incorrect_numerical",
+             "modified its input 'x'"),
+        ]
+        for body, status, needle in cases:
+            source = f"import torch\ndef softmax(x):\n    {body}\n"
+            result = run(python_request(source), timeout=300)
+            self.assertEqual(result.statuses[0], status, body)
+            self.assertIn(needle, result.workloads[0]["reason"], body)
+
+    def test_syntax_errors_and_missing_entries(self):
+        result = run(python_request("def softmax(x:\n"))
+        (compile_event,) = result.of("compile")
+        self.assertFalse(compile_event["ok"])
+        self.assertIn("kernel.py", compile_event["log"])
+        self.assertIn("SyntaxError", compile_event["log"])
+        result = run(python_request("import torch\n", entry="softmax"))
+        self.assertEqual(result.statuses, ["runtime_error", "runtime_error"])
+        self.assertIn("defines no 'softmax'", result.workloads[0]["reason"])
+
+    def test_gpu_only_backends_refuse_the_cpu(self):
+        for backend in ("cuda", "triton"):
+            req = gpu_request(backend, "", device="cpu")
+            (error,) = run(req).of("harness_error")
+            self.assertIn("CUDA device", error["message"])
+
+
+class Bfloat16OnTheHost(unittest.TestCase):
+    def test_conversions_match_torch(self):
+        torch = torch_or_skip(self)
+        import numpy as np
+        from ksearch_harness import dtypes
+        rng = np.random.default_rng(3)
+        x = np.concatenate([rng.standard_normal(10000).astype(np.float32) * 100,
+                            np.array([0.0, -0.0, np.inf, -np.inf, 3.4e38, 1e-40, 1.00390625],
+                                     np.float32)])
+        ours = dtypes.float32_to_bfloat16_bits(x)
+        theirs = torch.from_numpy(x).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+        np.testing.assert_array_equal(ours, theirs)
+        back = torch.from_numpy(ours.view(np.int16)).view(torch.bfloat16).float().numpy()
+        np.testing.assert_array_equal(dtypes.bfloat16_bits_to_float32(ours), back)
+
+
+if __name__ == "__main__":
+    unittest.main()
