@@ -1,7 +1,11 @@
 //! The `evolve` strategy: islands with migration and a MAP-Elites archive per island, in the
 //! style of OpenEvolve, on the same round budget as the others. No planner and no tree.
 //!
-//! - **Islands** take turns round-robin: round `r` works on island `(r - 1) mod n`.
+//! - **Islands** take turns round-robin: round `r` works on island `(r - 1) mod n`. With
+//!   `parallel` = p > 1, up to p rounds are out at once, each on a different island (so at most
+//!   `islands` at once): a new round goes to the next island in round-robin order that has no
+//!   round out. Islands do not wait for each other; which island gets a round depends only on
+//!   the order in which earlier rounds finished, which the event log records.
 //! - **Archive**: each island keeps a grid over two descriptors computed from a candidate's
 //!   sources alone ([`descriptors`]: source size and loop count); a cell holds the best candidate
 //!   that landed in it. A newcomer takes an occupied cell only when it beats the incumbent by
@@ -12,9 +16,9 @@
 //!   the rest (so 0-2, depending on how many elites the island has).
 //! - An island whose archive is empty (no passing seed, nothing passed there yet) writes a kernel
 //!   from the seed or the specification, or fixes its latest failure, as `refine` does.
-//! - **Migration**: after every `migration_interval`-th round, the best elite of each island (as
-//!   it stood before this migration) is offered to the next island's archive (a ring), under the
-//!   same cell rule. The candidate is shared, not copied: no new candidate, no evaluation.
+//! - **Migration**: after every `migration_interval`-th round to finish, the best elite of each
+//!   island (as it stood before this migration) is offered to the next island's archive (a
+//!   ring), under the same cell rule. (One at a time, the k-th round to finish is round k.) The candidate is shared, not copied: no new candidate, no evaluation.
 //! - **Randomness**: a splitmix64 PRNG seeded from `rng_seed`, advanced only by the sampling
 //!   done while applying an event, so a replay draws the same numbers.
 
@@ -159,6 +163,15 @@ pub struct Evolve {
     grid: [u32; 2],
     migration_interval: u32,
     rng: SplitMix64,
+    /// Rounds out now: (round, island), in the order they were asked.
+    #[serde(skip)]
+    running: Vec<(u32, usize)>,
+    /// The island the next round tries first (round-robin).
+    #[serde(skip)]
+    next_island: usize,
+    /// Rounds finished so far (migration counts these).
+    #[serde(skip)]
+    finished_rounds: u32,
 }
 
 impl Evolve {
@@ -175,6 +188,9 @@ impl Evolve {
             grid: [config.archive_grid[0].max(1), config.archive_grid[1].max(1)],
             migration_interval: config.migration_interval,
             rng: SplitMix64(config.rng_seed),
+            running: Vec::new(),
+            next_island: 0,
+            finished_rounds: 0,
         }
     }
 
@@ -193,6 +209,19 @@ impl Evolve {
 
     pub fn grid(&self) -> [u32; 2] {
         self.grid
+    }
+
+    /// The rounds out now, as (round, island).
+    pub fn running(&self) -> &[(u32, usize)] {
+        &self.running
+    }
+
+    /// The island a new round would go to: the first in round-robin order with no round out.
+    fn free_island(&self) -> Option<usize> {
+        let n = self.islands.len();
+        (0..n)
+            .map(|k| (self.next_island + k) % n)
+            .find(|i| !self.running.iter().any(|(_, busy)| busy == i))
     }
 
     /// Puts `id` in its cell of island `i` if the cell is empty or `id` beats its incumbent.
@@ -306,43 +335,58 @@ pub(super) fn start(e: &mut Engine) -> Result<(), EngineError> {
             ev.offer(i, seed, candidates);
         }
     }
-    next_round(e)
+    fill(e)
 }
 
-pub(super) fn attempt_done(e: &mut Engine, tried: Tried) -> Result<(), EngineError> {
-    let round = e.round;
+/// Round `round` is over (its child measured, or no code came back).
+pub(super) fn attempt_done(e: &mut Engine, tried: Tried, round: u32) -> Result<(), EngineError> {
     let Engine { evolve, candidates, .. } = e;
     let ev = evolve
         .as_mut()
         .ok_or_else(|| EngineError::Internal("the evolve strategy has no state".into()))?;
-    let i = island_of(ev, round);
+    let Some(at) = ev.running.iter().position(|(r, _)| *r == round) else {
+        return Err(EngineError::Internal(format!("evolve round {round} is not running")));
+    };
+    let (_, i) = ev.running.remove(at);
     if let Some(id) = tried.candidate {
         ev.islands[i].children.push(id);
         // Only passing children are offered; `offer` refuses the others.
         ev.offer(i, id, candidates);
     }
     ev.islands[i].last = Some(tried);
-    if ev.migration_interval > 0 && round.is_multiple_of(ev.migration_interval) {
-        ev.migrate(round, candidates);
+    ev.finished_rounds += 1;
+    let finished = ev.finished_rounds;
+    if ev.migration_interval > 0 && finished.is_multiple_of(ev.migration_interval) {
+        ev.migrate(finished, candidates);
     }
-    next_round(e)
+    fill(e)
 }
 
-fn island_of(ev: &Evolve, round: u32) -> usize {
-    (round.saturating_sub(1) as usize) % ev.islands.len()
+/// Starts rounds while the budget, `parallel` and free islands allow; finalizes when the budget
+/// is spent and no round is out.
+fn fill(e: &mut Engine) -> Result<(), EngineError> {
+    let parallel = e.parallel();
+    loop {
+        let ev = state(e)?;
+        let island = ev.free_island();
+        let running = ev.running.len();
+        match island {
+            Some(i) if e.round < e.config.rounds && running < parallel => next_round(e, i)?,
+            _ if running == 0 => return e.finalize(),
+            _ => return Ok(()),
+        }
+    }
 }
 
-fn next_round(e: &mut Engine) -> Result<(), EngineError> {
-    if e.round >= e.config.rounds {
-        return e.finalize();
-    }
+fn next_round(e: &mut Engine, i: usize) -> Result<(), EngineError> {
     e.round += 1;
     let round = e.round;
     let Engine { evolve, candidates, .. } = e;
     let ev = evolve
         .as_mut()
         .ok_or_else(|| EngineError::Internal("the evolve strategy has no state".into()))?;
-    let i = island_of(ev, round);
+    ev.running.push((round, i));
+    ev.next_island = (i + 1) % ev.islands.len();
     let sampled = ev.sample(i, candidates);
     let last = ev.islands[i].last.clone();
     let (kind, parent, inspirations) = match sampled {

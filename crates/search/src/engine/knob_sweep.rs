@@ -121,7 +121,7 @@ fn next(e: &mut Engine) -> bool {
     let node_id = e.cycle.as_ref().map(|c| c.node_id.clone()).unwrap_or_default();
     e.round += 1;
     e.sweep_rounds += 1;
-    let id = e.add_candidate(Some(parent), node_id, sources);
+    let id = e.add_candidate(Some(parent), node_id, sources, e.round);
     if let Some(c) = e.candidates.iter_mut().find(|c| c.id == id) {
         c.note = Some(note);
     }

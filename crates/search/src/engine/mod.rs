@@ -1,8 +1,10 @@
 //! The search engine: a deterministic state machine over a durable log (docs/engine.md).
 //!
-//! It never calls an LLM or an evaluator. The driver asks [`Engine::pending`] what to serve,
-//! serves it, appends the resulting [`Event`] to the run store, then hands it to
-//! [`Engine::apply`]. Replaying the stored events into a fresh engine rebuilds the same state,
+//! It never calls an LLM or an evaluator. The driver asks [`Engine::in_flight`] (or
+//! [`Engine::pending`], the oldest of them) what to serve, serves it, appends the resulting
+//! [`Event`] to the run store, then hands it to [`Engine::apply`]. With `parallel` > 1 several
+//! requests can be outstanding at once; an event answers any of them by id, and the order of
+//! the log is the truth (docs/engine.md, "Parallel requests"). Replaying the stored events into a fresh engine rebuilds the same state,
 //! which is how `resume` and `replay` work. Everything here is pure: no clock, no I/O, and no
 //! randomness beyond a PRNG seeded from the config and advanced only while applying events.
 //!
@@ -62,6 +64,14 @@ struct Cycle {
     stale: u32,
 }
 
+/// A request the engine waits on, with the round it belongs to (the round counter moves on
+/// while other requests are out, so an answer must know its own).
+#[derive(Debug, Clone, PartialEq)]
+struct Outstanding {
+    request: Request,
+    round: u32,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     NotStarted,
@@ -77,7 +87,12 @@ pub struct Engine {
     wm: WorldModel,
     candidates: Vec<Candidate>,
     phase: Phase,
-    pending: Option<Request>,
+    /// The requests waiting for an answer, oldest first (at most `parallel`).
+    outstanding: Vec<Outstanding>,
+    /// `Request::Finished` once the run is over.
+    finished: Option<Request>,
+    /// The request the event being applied answers (set only inside `apply`).
+    answering: Option<Outstanding>,
     requests_issued: u64,
     round: u32,
     cycle_count: u32,
@@ -116,7 +131,9 @@ impl Engine {
             wm: WorldModel::new(""),
             candidates: Vec::new(),
             phase: Phase::NotStarted,
-            pending: None,
+            outstanding: Vec::new(),
+            finished: None,
+            answering: None,
             requests_issued: 0,
             round: 0,
             cycle_count: 0,
@@ -146,9 +163,37 @@ impl Engine {
 
     // --- views ----------------------------------------------------------------------------
 
-    /// What the driver must serve next (`None` before `started`).
+    /// What the driver must serve next: the oldest outstanding request, or `Finished` once the
+    /// run is over (`None` before `started`). With `parallel` = 1 it is the only request.
     pub fn pending(&self) -> Option<&Request> {
-        self.pending.as_ref()
+        self.outstanding.first().map(|o| &o.request).or(self.finished.as_ref())
+    }
+
+    /// Every request waiting for an answer, oldest first (empty once finished). Events may
+    /// answer them in any order.
+    pub fn in_flight(&self) -> Vec<&Request> {
+        self.outstanding.iter().map(|o| &o.request).collect()
+    }
+
+    /// The outstanding request with this id.
+    pub fn outstanding(&self, request_id: &str) -> Option<&Request> {
+        self.outstanding
+            .iter()
+            .map(|o| &o.request)
+            .find(|r| r.id() == Some(request_id))
+    }
+
+    /// The round an outstanding request belongs to (0 for the seed's evaluation).
+    pub fn round_of(&self, request_id: &str) -> Option<u32> {
+        self.outstanding
+            .iter()
+            .find(|o| o.request.id() == Some(request_id))
+            .map(|o| o.round)
+    }
+
+    /// How many requests may be outstanding at once (`EngineConfig::parallel`, at least 1).
+    pub fn parallel(&self) -> usize {
+        self.config.parallel.max(1) as usize
     }
 
     pub fn world_model(&self) -> &WorldModel {
@@ -211,7 +256,16 @@ impl Engine {
     // --- the state machine ------------------------------------------------------------------
 
     pub fn apply(&mut self, event: &Event) -> Result<(), EngineError> {
-        self.check_answers_pending(event)?;
+        let answered = self.answered_by(event)?;
+        self.answering = answered.map(|i| self.outstanding.remove(i));
+        let applied = self.apply_answer(event);
+        self.answering = None;
+        applied?;
+        self.events_applied += 1;
+        Ok(())
+    }
+
+    fn apply_answer(&mut self, event: &Event) -> Result<(), EngineError> {
         match event {
             Event::Started { task, config } => self.on_started(task, config)?,
             Event::PlannerAnswered { text, .. } => self.on_planner(Ok(text))?,
@@ -228,7 +282,7 @@ impl Engine {
                         self.finalize()?;
                     }
                 } else {
-                    match self.pending.clone() {
+                    match self.answering.clone().map(|a| a.request) {
                         Some(Request::Plan { .. }) => self.on_planner(Err(error))?,
                         Some(Request::Code { .. }) => self.on_coder(Err(error))?,
                         Some(Request::Evaluate { candidate_id, .. }) => {
@@ -248,45 +302,62 @@ impl Engine {
                 }
             }
         }
-        self.events_applied += 1;
         Ok(())
     }
 
-    fn check_answers_pending(&self, event: &Event) -> Result<(), EngineError> {
-        let describe = |r: &Option<Request>| match r {
-            Some(r) => format!("{} {}", r.role(), r.id().unwrap_or("-")),
-            None => "none".to_string(),
-        };
-        let ok = match (event, &self.pending) {
-            (Event::Started { .. }, _) => {
-                if self.phase != Phase::NotStarted {
-                    return Err(EngineError::AlreadyStarted);
-                }
-                true
-            }
-            (Event::PlannerAnswered { request_id, .. }, Some(Request::Plan { id, .. })) => request_id == id,
-            (Event::CoderAnswered { request_id, .. }, Some(Request::Code { id, .. })) => request_id == id,
+    /// The index of the outstanding request `event` answers (`None` for `started`); an event
+    /// that answers none of them is refused, so no request is ever answered twice.
+    fn answered_by(&self, event: &Event) -> Result<Option<usize>, EngineError> {
+        let answers = |r: &Request| match (event, r) {
+            (Event::PlannerAnswered { request_id, .. }, Request::Plan { id, .. }) => request_id == id,
+            (Event::CoderAnswered { request_id, .. }, Request::Code { id, .. }) => request_id == id,
             (
                 Event::Evaluated {
                     request_id,
                     candidate_id,
                     ..
                 },
-                Some(Request::Evaluate {
+                Request::Evaluate {
                     id, candidate_id: c, ..
-                }),
+                },
             ) => request_id == id && candidate_id == c,
-            (Event::RequestFailed { request_id, .. }, Some(r)) => r.id() == Some(request_id.as_str()),
+            (Event::RequestFailed { request_id, .. }, r) => r.id() == Some(request_id.as_str()),
             _ => false,
         };
-        if ok {
-            Ok(())
-        } else {
-            Err(EngineError::Unexpected {
-                event: event.kind().to_string(),
-                pending: describe(&self.pending),
-            })
+        if let Event::Started { .. } = event {
+            if self.phase != Phase::NotStarted {
+                return Err(EngineError::AlreadyStarted);
+            }
+            return Ok(None);
         }
+        match self.outstanding.iter().position(|o| answers(&o.request)) {
+            Some(i) => Ok(Some(i)),
+            None => {
+                let waiting: Vec<String> = self
+                    .outstanding
+                    .iter()
+                    .map(|o| format!("{} {}", o.request.role(), o.request.id().unwrap_or("-")))
+                    .collect();
+                Err(EngineError::Unexpected {
+                    event: event.kind().to_string(),
+                    pending: if waiting.is_empty() {
+                        "none".to_string()
+                    } else {
+                        waiting.join(", ")
+                    },
+                })
+            }
+        }
+    }
+
+    /// Adds a request to the outstanding ones.
+    fn issue(&mut self, request: Request, round: u32) {
+        self.outstanding.push(Outstanding { request, round });
+    }
+
+    /// The round of the request being answered (the current round outside `apply`).
+    fn answered_round(&self) -> u32 {
+        self.answering.as_ref().map(|a| a.round).unwrap_or(self.round)
     }
 
     fn next_id(&mut self) -> String {
@@ -309,7 +380,7 @@ impl Engine {
         }
         match &task.seed {
             Some(sources) => {
-                let id = self.add_candidate(None, self.wm.tree().root_id().to_string(), sources.clone());
+                let id = self.add_candidate(None, self.wm.tree().root_id().to_string(), sources.clone(), 0);
                 self.request_evaluation(id, Purpose::Search);
             }
             None => self.begin()?,
@@ -330,20 +401,20 @@ impl Engine {
     fn baseline_attempt_done(&mut self, attempt: refine::Tried) -> Result<(), EngineError> {
         match self.config.strategy {
             Strategy::Refine => refine::attempt_done(self, attempt),
-            Strategy::Evolve => evolve::attempt_done(self, attempt),
+            Strategy::Evolve => evolve::attempt_done(self, attempt, self.answered_round()),
             Strategy::WorldModel => Err(EngineError::Internal(
                 "the world-model strategy has no baseline rounds".into(),
             )),
         }
     }
 
-    fn add_candidate(&mut self, parent: Option<i64>, node_id: String, sources: Vec<Source>) -> i64 {
+    fn add_candidate(&mut self, parent: Option<i64>, node_id: String, sources: Vec<Source>, round: u32) -> i64 {
         let id = self.candidates.len() as i64 + 1;
         self.candidates.push(Candidate {
             id,
             parent,
             node_id,
-            round: self.round,
+            round,
             cycle: self.cycle_count,
             sources,
             result: None,
@@ -356,17 +427,20 @@ impl Engine {
     fn request_evaluation(&mut self, candidate_id: i64, purpose: Purpose) {
         let id = self.next_id();
         let language = self.task.as_ref().map(|t| t.language.clone()).unwrap_or_default();
-        let sources = self
+        let (sources, round) = self
             .candidate(candidate_id)
-            .map(|c| c.sources.clone())
+            .map(|c| (c.sources.clone(), c.round))
             .unwrap_or_default();
-        self.pending = Some(Request::Evaluate {
-            id,
-            candidate_id,
-            purpose,
-            language,
-            sources,
-        });
+        self.issue(
+            Request::Evaluate {
+                id,
+                candidate_id,
+                purpose,
+                language,
+                sources,
+            },
+            round,
+        );
     }
 
     // --- planner ------------------------------------------------------------------------------
@@ -378,17 +452,20 @@ impl Engine {
         let user = render::plan_prompt(self, &plan, feedback.as_deref()).map_err(EngineError::Internal)?;
         let system = render::planner_system(self).map_err(EngineError::Internal)?;
         let id = self.next_id();
-        self.pending = Some(Request::Plan {
-            id,
-            plan,
-            messages: vec![Message::system(system), Message::user(user)],
-        });
+        self.issue(
+            Request::Plan {
+                id,
+                plan,
+                messages: vec![Message::system(system), Message::user(user)],
+            },
+            self.round,
+        );
         Ok(())
     }
 
     /// A planner answer (or the failure to get one).
     fn on_planner(&mut self, answer: Result<&String, &String>) -> Result<(), EngineError> {
-        let Some(Request::Plan { plan, .. }) = self.pending.clone() else {
+        let Some(Request::Plan { plan, .. }) = self.answering.clone().map(|a| a.request) else {
             return Err(EngineError::Internal("planner answer without a plan request".into()));
         };
         let outcome = match answer {
@@ -515,13 +592,16 @@ impl Engine {
             CodeKind::Debug => cycle.attempts.last().and_then(|a| a.candidate).or(cycle.base),
             CodeKind::Improve => cycle.best,
         };
-        self.pending = Some(Request::Code {
-            id,
-            code: kind,
-            node_id: cycle.node_id,
-            base_candidate,
-            messages: vec![Message::system(system), Message::user(user)],
-        });
+        self.issue(
+            Request::Code {
+                id,
+                code: kind,
+                node_id: cycle.node_id,
+                base_candidate,
+                messages: vec![Message::system(system), Message::user(user)],
+            },
+            self.round,
+        );
         Ok(())
     }
 
@@ -531,7 +611,7 @@ impl Engine {
             node_id,
             base_candidate,
             ..
-        }) = self.pending.clone()
+        }) = self.answering.clone().map(|a| a.request)
         else {
             return Err(EngineError::Internal("coder answer without a code request".into()));
         };
@@ -549,10 +629,11 @@ impl Engine {
                         content: f.content,
                     })
                     .collect();
-                let id = self.add_candidate(base_candidate, node_id, sources);
+                let round = self.answered_round();
+                let id = self.add_candidate(base_candidate, node_id, sources, round);
                 if let Some(cycle) = self.cycle.as_mut() {
                     cycle.attempts.push(Attempt {
-                        round: self.round,
+                        round,
                         kind: code,
                         candidate: Some(id),
                         failure: None,
@@ -582,7 +663,7 @@ impl Engine {
     }
 
     fn on_evaluated(&mut self, candidate_id: i64, summary: &EvalSummary) -> Result<(), EngineError> {
-        let purpose = match &self.pending {
+        let purpose = match self.answering.as_ref().map(|a| &a.request) {
             Some(Request::Evaluate { purpose, .. }) => *purpose,
             _ => return Err(EngineError::Internal("evaluation without a request".into())),
         };
@@ -595,7 +676,8 @@ impl Engine {
         }
         self.candidates[index].result = Some(summary.clone());
         self.update_signals(summary);
-        if self.config.strategy != Strategy::WorldModel && self.round > 0 {
+        // Round 0 is the seed; every other search evaluation ends a baseline round.
+        if self.config.strategy != Strategy::WorldModel && self.answered_round() > 0 {
             let base = self.candidates[index].parent;
             return self.baseline_attempt_done(refine::Tried {
                 candidate: Some(candidate_id),
@@ -740,6 +822,9 @@ impl Engine {
     // --- the end -------------------------------------------------------------------------------
 
     fn finalize(&mut self) -> Result<(), EngineError> {
+        // Only a fatal failure finalizes with other requests still out: their answers would
+        // come too late to matter, so they are dropped (an event answering one is refused).
+        self.outstanding.clear();
         if let Some(cycle) = self.cycle.take() {
             // A cycle cut short by the budget still leaves its evidence in the tree.
             if let Some(best) = cycle.best {
@@ -765,17 +850,16 @@ impl Engine {
         self.next_final()
     }
 
+    /// Issues re-measurements up to `parallel` at once; finishes when none is left or out.
     fn next_final(&mut self) -> Result<(), EngineError> {
-        match self.final_queue.pop() {
-            Some(id) => {
-                self.request_evaluation(id, Purpose::Final);
-                Ok(())
-            }
-            None => {
-                self.finish_now();
-                Ok(())
-            }
+        while self.outstanding.len() < self.parallel() {
+            let Some(id) = self.final_queue.pop() else { break };
+            self.request_evaluation(id, Purpose::Final);
         }
+        if self.outstanding.is_empty() {
+            self.finish_now();
+        }
+        Ok(())
     }
 
     /// Ranks by the final re-measurement (falling back to the search's numbers when no final
@@ -804,7 +888,9 @@ impl Engine {
             }
         });
         self.phase = Phase::Finished;
-        self.pending = Some(Request::Finished {
+        self.outstanding.clear();
+        self.final_queue.clear();
+        self.finished = Some(Request::Finished {
             best_candidate: best,
             reason,
         });

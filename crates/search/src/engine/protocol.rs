@@ -66,6 +66,11 @@ pub struct EngineConfig {
     /// Share of `rounds` that knob sweeps of written kernels may use together (world-model
     /// strategy; 0 turns them off and drops the annotation from the coder's instructions).
     pub knob_share: f64,
+    /// Requests that may be outstanding at once (docs/engine.md, "Parallel requests"). 1 (the
+    /// default) serves one request at a time, as every run before this setting did. Above 1,
+    /// `evolve` works on up to this many islands at once, and every strategy re-measures up to
+    /// this many finalists at once; `world-model` and `refine` otherwise stay one step at a time.
+    pub parallel: u32,
 }
 
 impl Default for EngineConfig {
@@ -86,6 +91,7 @@ impl Default for EngineConfig {
             archive_grid: [4, 4],
             rng_seed: 0,
             knob_share: 0.25,
+            parallel: 1,
         }
     }
 }

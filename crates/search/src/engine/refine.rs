@@ -73,17 +73,18 @@ pub(super) fn tried_verdict(e: &Engine, tried: &Tried) -> String {
     }
 }
 
-/// Asks the coder for a kernel at the root of the (unused) tree.
+/// Asks the coder for a kernel at the root of the (unused) tree, for round `e.round`.
 pub(super) fn request_code(e: &mut Engine, kind: CodeKind, base: Option<i64>, user: String) -> Result<(), EngineError> {
     let system = render::coder_system(e).map_err(EngineError::Internal)?;
     let id = e.next_id();
-    e.pending = Some(Request::Code {
+    let request = Request::Code {
         id,
         code: kind,
         node_id: e.wm.tree().root_id().to_string(),
         base_candidate: base,
         messages: vec![Message::system(system), Message::user(user)],
-    });
+    };
+    e.issue(request, e.round);
     Ok(())
 }
 

@@ -16,14 +16,13 @@ pub(super) fn planner_system(e: &Engine) -> Result<String, String> {
 pub(super) fn coder_system(e: &Engine) -> Result<String, String> {
     // The annotation is offered only where a sweep can follow (world-model cycles, budget set).
     let python = matches!(e.task.as_ref().map(|t| t.language.as_str()), Some("python" | "triton"));
+    let syntax = if python {
+        "BLOCK = 128  # ksearch: knob values=[64, 128, 256]"
+    } else {
+        "#define BLOCK 128  // ksearch: knob values=[64, 128, 256]"
+    };
     let knob_syntax =
-        (e.config.strategy == super::Strategy::WorldModel && super::knob_sweep::budget(e) > 0).then(|| {
-            if python {
-                "BLOCK = 128  # ksearch: knob values=[64, 128, 256]"
-            } else {
-                "#define BLOCK 128  // ksearch: knob values=[64, 128, 256]"
-            }
-        });
+        (e.config.strategy == super::Strategy::WorldModel && super::knob_sweep::budget(e) > 0).then_some(syntax);
     prompts::render(
         "coder_system.j2",
         json!({ "task": task_json(e), "knob_syntax": knob_syntax }),
