@@ -7,22 +7,29 @@
 //! geometric means) are computed here, never by code that shares a process with the candidate.
 //! The child runs in its own process group with resource limits and a private temp dir; a crash,
 //! a hang or garbage on its pipes becomes a status with a reason, never a lost evaluation.
+//!
+//! Backends ([`backend_for`]): `c` on the CPU; `cuda`, `triton` and `python` on a CUDA device
+//! through PyTorch (the python backend also on a CPU-only torch).
 
 mod assemble;
+mod gpu_checks;
 pub mod harness;
 mod record;
+mod request;
+pub mod sanitizer;
 mod static_check;
 mod stats;
 mod status;
 pub mod supervisor;
 
-pub use record::{CompileReport, Correctness, Evaluation, Provenance, Timing, WorkloadResult};
+pub use record::{CompileReport, Correctness, Evaluation, KernelResources, Provenance, Timing, WorkloadResult};
+pub use request::{backend_for, Backend};
 pub use static_check::{check_sources, Rejection};
 pub use stats::{geometric_mean, SampleStats};
 pub use status::Status;
 
 use ksearch_spec::{Problem, Solution, Task};
-use serde_json::json;
+use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -33,8 +40,25 @@ pub enum EvalError {
     /// ksearch could not set up the evaluation (Python, the harness, a temp dir).
     #[error("{0}")]
     Setup(String),
-    #[error("no evaluation backend runs '{language}' solutions yet (available: c)")]
+    #[error("no evaluation backend runs '{language}' solutions yet (available: c, cuda, triton, python)")]
     UnsupportedLanguage { language: String },
+    #[error("backend {backend} cannot run on device '{device}' (expected {expected})")]
+    UnsupportedDevice {
+        backend: &'static str,
+        device: String,
+        expected: &'static str,
+    },
+}
+
+/// CUDA-graph timing of GPU kernels (docs/protocol.md, Timing on a GPU).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CudaGraph {
+    /// Graphs for kernels whose warm-up calls took under 10 us, where launch overhead would
+    /// dominate; plain events otherwise.
+    #[default]
+    Auto,
+    On,
+    Off,
 }
 
 /// Settings of one evaluation; task.toml gives the defaults, these override them.
@@ -43,10 +67,22 @@ pub struct EvalOptions {
     pub seed: u64,
     pub trials: Option<u32>,
     pub timeout: Option<Duration>,
-    /// Address-space limit of the evaluation process, in bytes.
+    /// Address-space limit of the evaluation process, in bytes. CPU backends only: CUDA
+    /// reserves far more virtual address space than it uses, so GPU evaluations run without one.
     pub memory_bytes: Option<u64>,
     /// Stop at the first workload that does not pass (the search wants this; a report does not).
     pub fail_fast: bool,
+    /// Run the correctness phase under `compute-sanitizer --tool memcheck` (GPU backends):
+    /// errors it reports fail the workload as a runtime_error; nothing is timed.
+    pub sanitize: bool,
+    /// The device of GPU backends: `cuda`, `cuda:N`, or `cpu` for the python backend;
+    /// `None` is `cuda:0` (and `cpu` for the c backend).
+    pub device: Option<String>,
+    /// nvcc's `-arch` for the cuda backend; `None`: read from the device (sm_90a on Hopper).
+    pub arch: Option<String>,
+    pub cuda_graph: CudaGraph,
+    /// Where the cuda backend caches builds; `None` disables the cache.
+    pub build_cache: Option<PathBuf>,
 }
 
 impl EvalOptions {
@@ -59,17 +95,12 @@ impl EvalOptions {
             timeout: None,
             memory_bytes: Some(8 << 30),
             fail_fast: false,
+            sanitize: false,
+            device: None,
+            arch: None,
+            cuda_graph: CudaGraph::Auto,
+            build_cache: Some(harness::cache_dir().join("cuda-build")),
         }
-    }
-}
-
-/// The backend that evaluates a language, and the device it runs on.
-fn backend_for(language: &str) -> Result<(&'static str, &'static str), EvalError> {
-    match language {
-        "c" => Ok(("c", "cpu")),
-        other => Err(EvalError::UnsupportedLanguage {
-            language: other.to_string(),
-        }),
     }
 }
 
@@ -81,7 +112,7 @@ pub fn evaluate(
     opts: &EvalOptions,
     notify: &dyn Fn(&str),
 ) -> Result<Evaluation, EvalError> {
-    let (backend, device) = backend_for(&solution.spec.language)?;
+    let backend = backend_for(&solution.spec.language, opts.device.as_deref())?;
     let cfg = &task.config.evaluation;
     let trials = opts.trials.unwrap_or(cfg.trials).max(1);
     // task.toml bounds timeout_s (spec validation), so the conversion cannot fail there.
@@ -89,20 +120,35 @@ pub fn evaluate(
         .timeout
         .unwrap_or(Duration::try_from_secs_f64(cfg.timeout_s).unwrap_or(Duration::from_secs(60)));
     let provenance = Provenance {
-        device: device.to_string(),
-        backend: backend.to_string(),
+        device: backend.device.clone(),
+        backend: backend.name.to_string(),
         seed: opts.seed,
         harness_version: None,
         environment: serde_json::Value::Null,
         trials,
     };
-    let assembler = assemble::Assembler::new(task, solution, provenance, timeout);
+    let assembler = assemble::Assembler::new(task, solution, provenance, timeout, !opts.sanitize);
 
     if let Some(rejection) = check_sources(&solution.spec.language, &solution.sources, &task.config) {
         return Ok(assembler.rejected(&rejection));
     }
+    let sanitizer = match opts.sanitize {
+        false => None,
+        true if !backend.on_gpu() => {
+            return Err(EvalError::Setup(format!(
+                "sanitize: compute-sanitizer checks CUDA kernels; backend {} on {} has none",
+                backend.name, backend.device
+            )))
+        }
+        true => Some(sanitizer::find().ok_or_else(|| {
+            EvalError::Setup(
+                "sanitize: compute-sanitizer not found; set KSEARCH_COMPUTE_SANITIZER or CUDA_HOME, or put it on PATH"
+                    .to_string(),
+            )
+        })?),
+    };
 
-    let request = build_request(task, solution, backend, device, trials, timeout, opts);
+    let request = request::build_request(task, solution, &backend, trials, timeout, opts);
     // Debugging aid (docs/protocol.md): keep the exact request to replay it by hand.
     if let Some(path) = std::env::var_os("KSEARCH_SAVE_REQUEST") {
         std::fs::write(&path, request.to_string()).map_err(|e| {
@@ -114,7 +160,12 @@ pub fn evaluate(
     }
     let limits = supervisor::Limits {
         timeout,
-        memory_bytes: opts.memory_bytes,
+        // CUDA reserves tens of GiB of virtual address space at initialisation (the unified
+        // address space, the caching allocator's pools), so RLIMIT_AS would fail every GPU
+        // evaluation at start. What still bounds a GPU evaluation: the wall-clock timeout, the
+        // CPU-time limit, the file-size limit, the group kill, and the device's own memory (an
+        // oversized cudaMalloc fails in the candidate, a runtime_error).
+        memory_bytes: if backend.on_gpu() { None } else { opts.memory_bytes },
         ..supervisor::Limits::default()
     };
     // Candidates of OpenMP tasks get every core; otherwise OpenMP (in the reference's libraries)
@@ -124,13 +175,13 @@ pub fn evaluate(
         .unwrap_or(1)
         .to_string();
     let omp_threads: &str = if task.config.kernel.openmp { &cores } else { "1" };
-    let run = |python: &std::path::Path| -> Result<supervisor::Outcome, EvalError> {
+    let run = |python: &std::path::Path| -> Result<(supervisor::Outcome, Option<String>), EvalError> {
         let workdir = tempfile::Builder::new()
             .prefix("ksearch-eval-")
             .tempdir()
             .map_err(|e| EvalError::Setup(format!("cannot create a private temp dir: {e}")))?;
         let root = harness::install_harness(workdir.path())?;
-        let env = [
+        let mut env = vec![
             ("PYTHONPATH", root.as_os_str()),
             ("PYTHONDONTWRITEBYTECODE", std::ffi::OsStr::new("1")),
             ("PYTHONHASHSEED", std::ffi::OsStr::new("0")),
@@ -142,72 +193,38 @@ pub fn evaluate(
             ("MKL_NUM_THREADS", std::ffi::OsStr::new("1")),
             ("OMP_NUM_THREADS", std::ffi::OsStr::new(omp_threads)),
         ];
-        supervisor::run(
-            python,
-            &["-m", "ksearch_harness"],
+        let (program, args): (PathBuf, Vec<std::ffi::OsString>) = match &sanitizer {
+            Some(tool) => {
+                // One cudaMalloc per tensor, so memcheck knows every tensor's bounds (PyTorch's
+                // caching allocator would hand out slices of larger blocks).
+                env.push(("PYTORCH_NO_CUDA_MEMORY_CACHING", std::ffi::OsStr::new("1")));
+                (tool.clone(), sanitizer::arguments(python, request::SANITIZER_LOG))
+            }
+            None => (python.to_path_buf(), vec!["-m".into(), "ksearch_harness".into()]),
+        };
+        let outcome = supervisor::run(
+            &program,
+            &args,
             workdir.path(),
             &env,
             request.to_string().into_bytes(),
             &limits,
         )
-        .map_err(|e| EvalError::Setup(format!("cannot start the harness with {}: {e}", python.display())))
+        .map_err(|e| EvalError::Setup(format!("cannot start the harness with {}: {e}", program.display())))?;
+        let log = sanitizer
+            .as_ref()
+            .map(|_| std::fs::read_to_string(workdir.path().join(request::SANITIZER_LOG)).unwrap_or_default());
+        Ok((outcome, log))
     };
-    let mut outcome = run(&harness::python())?;
-    if record::missing_module(&outcome.lines).is_some() {
-        // Set up an interpreter with NumPy (once; it is reused afterwards) and try again.
-        outcome = run(&harness::python_with_numpy(notify)?)?;
+    let (mut outcome, mut sanitizer_log) = run(&harness::python())?;
+    if record::missing_module(&outcome.lines).as_deref() == Some("numpy") {
+        // Set up an interpreter with NumPy (once; it is reused afterwards) and try again. Other
+        // missing modules (torch) are the user's to install: the harness's message says how.
+        (outcome, sanitizer_log) = run(&harness::python_with_numpy(notify)?)?;
     }
-    assembler.finish(outcome)
-}
-
-fn build_request(
-    task: &Task,
-    solution: &Solution,
-    backend: &str,
-    device: &str,
-    trials: u32,
-    timeout: Duration,
-    opts: &EvalOptions,
-) -> serde_json::Value {
-    let cfg = &task.config;
-    let tolerance: serde_json::Map<String, serde_json::Value> = task
-        .definition
-        .dtypes()
-        .into_iter()
-        .filter_map(|d| {
-            cfg.tolerance_for(d)
-                .map(|t| (d.name().to_string(), json!({"atol": t.atol, "rtol": t.rtol})))
-        })
-        .collect();
-    json!({
-        "protocol": 1,
-        "mode": "evaluate",
-        "task_dir": task.dir().map(|d| d.canonicalize().unwrap_or_else(|_| d.to_path_buf())),
-        "definition": task.definition,
-        "workloads": task.workloads,
-        "candidate": {
-            "language": solution.spec.language,
-            "sources": solution.sources,
-            "entry_point": solution.spec.entry_point,
-            "destination_passing_style": solution.spec.destination_passing_style,
-            "build": {"openmp": cfg.kernel.openmp, "extra_flags": []},
-        },
-        "device": {"backend": backend, "name": device},
-        "seed": opts.seed,
-        "correctness": {
-            "trials": trials,
-            "distributions": cfg.evaluation.distributions,
-            "input_overrides": cfg.inputs,
-            "tolerance": tolerance,
-            "matched_ratio": cfg.evaluation.matched_ratio,
-        },
-        "timing": {
-            "warmup": cfg.evaluation.warmup,
-            "iterations": cfg.evaluation.iterations,
-            "min_iterations": cfg.evaluation.min_iterations,
-            "max_seconds": cfg.evaluation.max_timing_s,
-        },
-        "limits": {"log_bytes": 65536, "compile_timeout_s": timeout.as_secs_f64().min(30.0)},
-        "fail_fast": opts.fail_fast,
+    let evaluation = assembler.finish(outcome)?;
+    Ok(match sanitizer_log {
+        Some(log) => gpu_checks::sanitizer_verdict(evaluation, &log),
+        None => evaluation,
     })
 }

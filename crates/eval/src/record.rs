@@ -24,6 +24,12 @@ pub(crate) enum Event {
         command: Vec<String>,
         #[serde(default)]
         log: String,
+        #[serde(default)]
+        resources: Vec<KernelResources>,
+        #[serde(default)]
+        cached: bool,
+        #[serde(default)]
+        arch: Option<String>,
     },
     Workload(Box<WorkloadEvent>),
     TaskError {
@@ -66,6 +72,15 @@ pub(crate) struct RawTiming {
     pub clock: String,
     pub candidate_ns: Vec<f64>,
     pub reference_ns: Vec<f64>,
+    /// GPU backends: the host clock around each call with a device-wide synchronise.
+    #[serde(default)]
+    pub candidate_host_ns: Vec<f64>,
+    #[serde(default)]
+    pub reference_host_ns: Vec<f64>,
+    #[serde(default)]
+    pub cuda_graph: Option<bool>,
+    #[serde(default)]
+    pub cuda_graph_note: Option<String>,
 }
 
 /// Error statistics of the comparison with the reference, over all trials.
@@ -87,6 +102,35 @@ pub struct CompileReport {
     pub seconds: Option<f64>,
     pub command: Vec<String>,
     pub log: String,
+    /// Per-kernel resource usage from `ptxas -v` (backend cuda), in compilation order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<KernelResources>,
+    /// The build came from the build cache (same sources, flags, nvcc and arch).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
+    /// The GPU architecture compiled for, e.g. `sm_90a`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
+}
+
+/// What ptxas reported for one kernel (entry function). `None` where this ptxas version does
+/// not print the figure (CUDA 13 omits constant memory for sm_90a, older ones barriers).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelResources {
+    /// The kernel's (mangled) name.
+    pub name: String,
+    pub arch: String,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Bytes spilled to local memory (stores and loads per thread).
+    pub spill_store_bytes: Option<u64>,
+    pub spill_load_bytes: Option<u64>,
+    pub stack_frame_bytes: Option<u64>,
+    /// Static shared memory per block.
+    pub shared_bytes: u64,
+    /// Constant memory, summed over the banks ptxas lists (kernel parameters included).
+    pub constant_bytes: Option<u64>,
+    pub barriers: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -99,10 +143,26 @@ pub struct Timing {
     /// Achieved rates from the task's roofline formulas, at the candidate's median.
     pub achieved_gb_per_s: Option<f64>,
     pub achieved_gflop_per_s: Option<f64>,
-    /// Set when the candidate beat what the device can physically do: do not trust it.
+    /// Set when the candidate beat what the device can physically do, or (GPU) when its event
+    /// time is far below its host time: do not trust it.
     pub suspicious: Option<String>,
     pub candidate_ns: Vec<f64>,
     pub reference_ns: Vec<f64>,
+    /// GPU backends: statistics and raw samples of the host clock around each call, with a
+    /// device-wide synchronise (the primary clock is `clock`, the CUDA events).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_host: Option<SampleStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_host: Option<SampleStats>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidate_host_ns: Vec<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reference_host_ns: Vec<f64>,
+    /// GPU backends: whether the timed calls replayed CUDA graphs, and why or why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_graph: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_graph_note: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -60,9 +60,9 @@ pub struct Outcome {
 }
 
 /// Spawns `program args` in `workdir` with `env`, writes `stdin_data`, and supervises it.
-pub fn run(
+pub fn run<S: AsRef<std::ffi::OsStr>>(
     program: &Path,
-    args: &[&str],
+    args: &[S],
     workdir: &Path,
     env: &[(&str, &std::ffi::OsStr)],
     stdin_data: Vec<u8>,

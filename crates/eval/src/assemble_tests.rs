@@ -1,0 +1,226 @@
+//! The harness's output is untrusted: these feed `finish` canned outcomes, well-formed and not.
+use super::*;
+use crate::supervisor::Outcome;
+
+fn task() -> (tempfile::TempDir, Task) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("definition.json"),
+        r#"{"name": "t", "op_type": "x", "axes": {"N": {"type": "var"}},
+            "inputs": {"x": {"shape": ["N"], "dtype": "float32"}},
+            "outputs": {"y": {"shape": ["N"], "dtype": "float32"}},
+            "reference": "def run(x):\n    return x\n"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("workloads.jsonl"),
+        "{\"uuid\": \"a\", \"axes\": {\"N\": 4}}\n{\"uuid\": \"b\", \"axes\": {\"N\": 8}}\n",
+    )
+    .unwrap();
+    let task = Task::load_folder(dir.path()).unwrap();
+    (dir, task)
+}
+
+fn finish(lines: &[&str], exit: Exit) -> Evaluation {
+    finish_on("cpu", true, lines, exit)
+}
+
+fn finish_on(device: &str, timing_required: bool, lines: &[&str], exit: Exit) -> Evaluation {
+    let (_dir, task) = task();
+    let solution = Solution {
+        name: "k.c".into(),
+        definition: "t".into(),
+        author: None,
+        spec: ksearch_spec::BuildSpec {
+            language: "c".into(),
+            target_hardware: vec![],
+            entry_point: "k.c::f".into(),
+            dependencies: vec![],
+            destination_passing_style: true,
+        },
+        sources: vec![],
+        description: None,
+    };
+    let provenance = Provenance {
+        device: device.into(),
+        backend: "c".into(),
+        seed: 1,
+        harness_version: None,
+        environment: serde_json::Value::Null,
+        trials: 1,
+    };
+    let outcome = Outcome {
+        lines: lines.iter().map(|l| Ok(l.to_string())).collect(),
+        exit,
+        log: String::new(),
+        elapsed: Duration::from_millis(10),
+    };
+    Assembler::new(&task, &solution, provenance, Duration::from_secs(5), timing_required)
+        .finish(outcome)
+        .unwrap()
+}
+
+const TIMING: &str = r#""timing": {"clock": "ns", "candidate_ns": [10, 12, 11], "reference_ns": [20, 22, 21]}"#;
+
+fn passed(index: usize, uuid: &str) -> String {
+    format!(r#"{{"event": "workload", "index": {index}, "uuid": "{uuid}", "status": "passed", {TIMING}}}"#)
+}
+
+const DONE: &str = r#"{"event": "done", "environment": {}, "harness_version": "0", "stages": {}}"#;
+
+#[test]
+fn a_clean_run_passes_with_speedups_from_raw_samples() {
+    let e = finish(&[&passed(0, "a"), &passed(1, "b"), DONE], Exit::Code(0));
+    assert_eq!(e.status, Status::Passed);
+    assert!((e.speedup.unwrap() - 21.0 / 11.0).abs() < 1e-12);
+}
+
+#[test]
+fn duplicate_and_late_lines_are_protocol_errors() {
+    let e = finish(
+        &[&passed(0, "a"), &passed(0, "a"), &passed(1, "b"), DONE],
+        Exit::Code(0),
+    );
+    assert_eq!(e.status, Status::HarnessError);
+    assert!(e.reason.unwrap().contains("reported twice"));
+    let e = finish(&[&passed(0, "a"), DONE, &passed(1, "b")], Exit::Code(0));
+    assert_eq!(e.status, Status::HarnessError);
+    assert!(e.reason.unwrap().contains("after `done`"));
+}
+
+#[test]
+fn wrong_index_uuid_status_or_samples_are_refused() {
+    for (line, needle) in [
+        (passed(5, "a"), "out of range"),
+        (passed(0, "b"), "reported as 'b'"),
+        (r#"{"event": "workload", "index": 0, "uuid": "a", "status": "great"}"#.to_string(), "unknown workload status"),
+        (r#"{"event": "workload", "index": 0, "uuid": "a", "status": "passed"}"#.to_string(), "without timing"),
+        (
+            r#"{"event": "workload", "index": 0, "uuid": "a", "status": "passed", "timing": {"candidate_ns": [], "reference_ns": [1]}}"#.to_string(),
+            "invalid timing samples",
+        ),
+        ("not json at all".to_string(), "unreadable protocol line"),
+    ] {
+        let e = finish(&[&line, &passed(1, "b"), DONE], Exit::Code(0));
+        assert_eq!(e.status, Status::HarnessError, "{line}");
+        assert!(e.reason.as_deref().unwrap_or("").contains(needle), "{line}: {:?}", e.reason);
+    }
+}
+
+#[test]
+fn death_during_candidate_stages_is_the_candidate_s() {
+    for stage in ["load", "correctness", "timing"] {
+        let progress = format!(r#"{{"event": "progress", "stage": "{stage}", "workload": 1, "trial": 0}}"#);
+        let e = finish(&[&passed(0, "a"), &progress], Exit::Signal(libc::SIGSEGV));
+        assert_eq!(e.status, Status::RuntimeError, "{stage}");
+        assert_eq!(e.workloads[0].status, Status::Passed);
+        assert_eq!(e.workloads[1].status, Status::RuntimeError);
+        assert!(e.reason.unwrap().contains("SIGSEGV"));
+    }
+    let progress = r#"{"event": "progress", "stage": "compile"}"#;
+    let e = finish(&[progress], Exit::Signal(libc::SIGSEGV));
+    assert_eq!(e.status, Status::HarnessError);
+}
+
+#[test]
+fn a_missing_done_without_a_signal_is_not_a_pass() {
+    let e = finish(&[&passed(0, "a"), &passed(1, "b")], Exit::Code(0));
+    assert_ne!(e.status, Status::Passed);
+}
+
+#[test]
+fn gpu_events_resources_and_host_samples_are_kept() {
+    let compile = r#"{"event": "compile", "ok": true, "seconds": 1.5, "command": ["nvcc"], "log": "",
+        "cached": true, "arch": "sm_90a", "resources": [{"name": "k", "arch": "sm_90a", "registers": 40,
+        "spill_store_bytes": 0, "spill_load_bytes": 0, "stack_frame_bytes": 0, "shared_bytes": 1024,
+        "constant_bytes": null, "barriers": 1}]}"#;
+    let gpu = |i: usize, u: &str, cand_host: &str| {
+        format!(
+            r#"{{"event": "workload", "index": {i}, "uuid": "{u}", "status": "passed", "timing": {{"clock": "cuda_event",
+            "candidate_ns": [10000, 12000, 11000], "reference_ns": [20000, 22000, 21000],
+            "candidate_host_ns": {cand_host}, "reference_host_ns": [30000, 32000, 31000],
+            "cuda_graph": false, "cuda_graph_note": null}}}}"#
+        )
+    };
+    let honest = gpu(0, "a", "[19000, 21000, 20000]");
+    let e = finish_on(
+        "cuda:0",
+        true,
+        &[compile, &honest, &gpu(1, "b", "[20000, 20000, 20000]"), DONE],
+        Exit::Code(0),
+    );
+    assert_eq!(e.status, Status::Passed, "{:?}", e.reason);
+    let c = e.compile.as_ref().unwrap();
+    assert!(c.cached);
+    assert_eq!(c.arch.as_deref(), Some("sm_90a"));
+    assert_eq!(c.resources[0].registers, 40);
+    assert_eq!(c.resources[0].shared_bytes, 1024);
+    assert_eq!(c.resources[0].constant_bytes, None);
+    let t = e.workloads[0].timing.as_ref().unwrap();
+    assert_eq!(t.candidate.median_ns, 11000.0);
+    assert_eq!(t.candidate_host.unwrap().median_ns, 20000.0);
+    assert_eq!(t.cuda_graph, Some(false));
+    assert_eq!(t.suspicious, None);
+    // 11 us of events against 500 us on the host clock: work the events did not see.
+    let hidden = gpu(0, "a", "[500000, 510000, 490000]");
+    let e = finish_on(
+        "cuda:0",
+        true,
+        &[
+            compile,
+            &hidden,
+            &honest.replace(r#""index": 0, "uuid": "a""#, r#""index": 1, "uuid": "b""#),
+            DONE,
+        ],
+        Exit::Code(0),
+    );
+    let flag = e.workloads[0].timing.as_ref().unwrap().suspicious.clone().unwrap();
+    assert!(flag.contains("another stream or thread"), "{flag}");
+    assert!(e.workloads[1].timing.as_ref().unwrap().suspicious.is_none());
+}
+
+#[test]
+fn untimed_passes_are_accepted_only_under_the_sanitizer() {
+    let untimed =
+        |i: usize, u: &str| format!(r#"{{"event": "workload", "index": {i}, "uuid": "{u}", "status": "passed"}}"#);
+    let e = finish_on(
+        "cuda:0",
+        false,
+        &[&untimed(0, "a"), &untimed(1, "b"), DONE],
+        Exit::Code(0),
+    );
+    assert_eq!(e.status, Status::Passed);
+    assert!(e.workloads[0].timing.is_none());
+    assert_eq!(e.speedup, None);
+    let e = finish_on(
+        "cuda:0",
+        true,
+        &[&untimed(0, "a"), &untimed(1, "b"), DONE],
+        Exit::Code(0),
+    );
+    assert_eq!(e.status, Status::HarnessError);
+}
+
+#[test]
+fn sanitizer_errors_fail_a_pass_and_join_the_log() {
+    let e = finish_on(
+        "cuda:0",
+        false,
+        &[&passed(0, "a"), &passed(1, "b"), DONE],
+        Exit::Code(0),
+    );
+    let log = "========= COMPUTE-SANITIZER\n========= Invalid __global__ read of size 4 bytes\n\
+               =========     at k+0x10 in kernel.cu:3\n========= ERROR SUMMARY: 1 error\n";
+    let e = gpu_checks::sanitizer_verdict(e, log);
+    assert_eq!(e.status, Status::RuntimeError);
+    assert!(e.reason.as_deref().unwrap().contains("Invalid __global__ read"));
+    assert!(e.log.contains("--- compute-sanitizer ---"));
+    let clean = finish_on(
+        "cuda:0",
+        false,
+        &[&passed(0, "a"), &passed(1, "b"), DONE],
+        Exit::Code(0),
+    );
+    let clean = gpu_checks::sanitizer_verdict(clean, "========= ERROR SUMMARY: 0 errors\n");
+    assert_eq!(clean.status, Status::Passed);
+}

@@ -1,0 +1,58 @@
+//! Checks of GPU evaluations made here, from what the harness reported: the host-clock
+//! cross-check of CUDA-event times, and compute-sanitizer's verdict.
+
+use crate::record::Evaluation;
+use crate::stats::SampleStats;
+use crate::status::Status;
+
+/// Event time this far below the host time (beyond the reference's own gap) means work the
+/// events did not see: another stream or thread (EVALUATION.md, Timing). Launching a kernel
+/// through ctypes and synchronising costs the host about 10 us.
+pub(crate) const HOST_GAP_SLACK_NS: f64 = 20_000.0;
+
+/// The GPU cross-check: a candidate whose CUDA-event median is under half its host-clock median,
+/// with a gap beyond the reference's own gap plus [`HOST_GAP_SLACK_NS`], did work the events on
+/// the default stream did not measure (another stream, another thread).
+pub(crate) fn hidden_work(
+    cand: &SampleStats,
+    refr: &SampleStats,
+    cand_host: Option<&SampleStats>,
+    ref_host: Option<&SampleStats>,
+) -> Option<String> {
+    let (cand_host, ref_host) = (cand_host?, ref_host?);
+    let gap = cand_host.median_ns - cand.median_ns;
+    let ref_gap = (ref_host.median_ns - refr.median_ns).max(0.0);
+    if cand_host.median_ns > 2.0 * cand.median_ns && gap > ref_gap + HOST_GAP_SLACK_NS {
+        return Some(format!(
+            "its CUDA-event median ({:.1} us) is far below its host-clock median with a device-wide \
+             synchronise ({:.1} us; the reference's gap is {:.1} us): work on another stream or thread \
+             is not measured by the events, so the timing cannot be trusted",
+            cand.median_ns / 1e3,
+            cand_host.median_ns / 1e3,
+            ref_gap / 1e3
+        ));
+    }
+    None
+}
+
+/// The evaluation once compute-sanitizer's log is read: errors it counted fail an evaluation
+/// that otherwise passed (the harness attributes what it sees to workloads as it goes; this
+/// catches what it could not), and the report's first lines join the log.
+pub(crate) fn sanitizer_verdict(mut evaluation: Evaluation, log: &str) -> Evaluation {
+    let Some((errors, lines)) = crate::sanitizer::summary(log) else {
+        return evaluation;
+    };
+    if !lines.is_empty() {
+        evaluation.log.push_str("\n--- compute-sanitizer ---\n");
+        evaluation.log.push_str(&lines.join("\n"));
+    }
+    if errors > 0 && evaluation.status == Status::Passed {
+        evaluation.status = Status::RuntimeError;
+        evaluation.speedup = None;
+        evaluation.reason = Some(format!(
+            "compute-sanitizer (memcheck) reported {errors} error(s): {}",
+            lines.iter().take(4).cloned().collect::<Vec<_>>().join(" | ")
+        ));
+    }
+    evaluation
+}
