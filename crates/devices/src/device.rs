@@ -31,14 +31,27 @@ pub struct Device {
     /// GPU whatever `CUDA_DEVICE_ORDER` says.
     pub uuid: Option<String>,
     pub memory_mib: Option<u64>,
+    /// The GPU's CUDA ordinal in this process (and in children that inherit its environment):
+    /// its position among the visible GPUs. `None` for CPU slots.
+    pub ordinal: Option<u32>,
 }
 
 impl Device {
-    /// `cuda:1` or `cpu:0`: how logs and evaluation requests name the device.
+    /// `cuda:1` (the `nvidia-smi` index) or `cpu:0`: how logs name the device.
     pub fn label(&self) -> String {
         match self.kind {
             DeviceKind::Cpu => format!("cpu:{}", self.index),
             DeviceKind::Cuda => format!("cuda:{}", self.index),
+        }
+    }
+
+    /// The device as this process's CUDA numbers it, for a child that inherits this process's
+    /// environment (e.g. PyTorch's `cuda:1`): `None` for a CPU slot. It differs from
+    /// [`label`](Self::label) when `CUDA_VISIBLE_DEVICES` reorders or hides GPUs.
+    pub fn cuda_device(&self) -> Option<String> {
+        match self.kind {
+            DeviceKind::Cpu => None,
+            DeviceKind::Cuda => Some(format!("cuda:{}", self.ordinal.unwrap_or(self.index))),
         }
     }
 
@@ -65,6 +78,7 @@ pub fn cpu_slots(n: u32) -> Vec<Device> {
             name: "host CPU".to_string(),
             uuid: None,
             memory_mib: None,
+            ordinal: None,
         })
         .collect()
 }
@@ -192,12 +206,16 @@ pub fn parse_nvidia_smi(text: &str) -> Result<Vec<Device>, DeviceError> {
         if out.iter().any(|d: &Device| d.index == index) {
             return Err(bad("the index appears twice"));
         }
+        // With no CUDA_VISIBLE_DEVICES, CUDA numbers the GPUs as nvidia-smi lists them (on a
+        // machine of identical GPUs, or with CUDA_DEVICE_ORDER=PCI_BUS_ID).
+        let ordinal = Some(out.len() as u32);
         out.push(Device {
             kind: DeviceKind::Cuda,
             index,
             name,
             uuid: Some(uuid.to_string()),
             memory_mib,
+            ordinal,
         });
     }
     Ok(out)
@@ -208,7 +226,7 @@ pub fn parse_nvidia_smi(text: &str) -> Result<Vec<Device>, DeviceError> {
 /// ends at the first entry that names no GPU (or one already listed), and an empty value hides
 /// every GPU. `None` (unset) leaves all of them. Indices are matched against `nvidia-smi`'s
 /// numbering (PCI bus order), which is CUDA's too with `CUDA_DEVICE_ORDER=PCI_BUS_ID` and on a
-/// machine of identical GPUs.
+/// machine of identical GPUs. Each GPU's [`Device::ordinal`] becomes its position in the list.
 pub fn apply_cuda_visible_devices(all: Vec<Device>, value: Option<&str>) -> Vec<Device> {
     let Some(value) = value else { return all };
     let mut out: Vec<Device> = Vec::new();
@@ -227,7 +245,10 @@ pub fn apply_cuda_visible_devices(all: Vec<Device>, value: Option<&str>) -> Vec<
         if out.iter().any(|o| o.index == d.index) {
             break;
         }
-        out.push(d.clone());
+        out.push(Device {
+            ordinal: Some(out.len() as u32),
+            ..d.clone()
+        });
     }
     out
 }

@@ -190,6 +190,11 @@ impl Lease {
         self.device().label()
     }
 
+    /// `cuda:0`-style name in this process: see [`Device::cuda_device`].
+    pub fn cuda_device(&self) -> Option<String> {
+        self.device().cuda_device()
+    }
+
     /// The environment the evaluation's child process needs: see [`Device::env`].
     pub fn env(&self) -> Vec<(String, String)> {
         self.device().env()

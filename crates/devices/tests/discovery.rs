@@ -58,6 +58,18 @@ fn cuda_visible_devices_is_respected_as_cuda_reads_it() {
     assert_eq!(indices(&apply_cuda_visible_devices(all(), None)), vec![0, 1, 2, 3]);
     assert_eq!(indices(&apply_cuda_visible_devices(all(), Some(""))), Vec::<u32>::new());
     assert_eq!(indices(&apply_cuda_visible_devices(all(), Some("2,0"))), vec![2, 0]);
+    // Inside this process (and children inheriting its environment) they are cuda:0 and cuda:1.
+    let masked = apply_cuda_visible_devices(all(), Some("2,0"));
+    let names: Vec<_> = masked.iter().map(|d| (d.label(), d.cuda_device().unwrap())).collect();
+    assert_eq!(
+        names,
+        [
+            ("cuda:2".into(), "cuda:0".to_string()),
+            ("cuda:0".into(), "cuda:1".into())
+        ]
+    );
+    assert_eq!(all()[3].cuda_device().as_deref(), Some("cuda:3"));
+    assert_eq!(cpu_slots(1)[0].cuda_device(), None);
     assert_eq!(indices(&apply_cuda_visible_devices(all(), Some(" 1 , 3 "))), vec![1, 3]);
     // By UUID or a unique UUID prefix.
     assert_eq!(
