@@ -1,7 +1,8 @@
 //! Agent mode: an external coding agent (Claude Code, Codex, Cursor, ...) answers the planner's
-//! and coder's requests with its own model, one at a time. `next` shows the pending request;
-//! `submit` records the answer, lets the engine go on (evaluations run here) and stops at the
-//! next request for the agent.
+//! and coder's requests with its own model. `next` shows the pending request; `submit` records
+//! the answer, lets the engine go on (evaluations run here) and stops at the next request for
+//! the agent. A run with `--parallel` above 1 (evolve) can wait on several requests at once:
+//! `next` then lists them all, and `submit` answers any one of them by id.
 
 use crate::brains::BrainSpec;
 use crate::driver::answer_format;
@@ -17,7 +18,8 @@ use std::path::{Path, PathBuf};
 
 #[derive(clap::Subcommand)]
 pub(crate) enum AgentCommand {
-    /// Print the request waiting for the agent: its id, role, prompt and expected answer.
+    /// Print the request waiting for the agent: its id, role, prompt and expected answer (every
+    /// one of them when several wait at once).
     Next {
         run_dir: PathBuf,
         #[arg(long)]
@@ -33,8 +35,8 @@ pub(crate) enum AgentCommand {
     },
 }
 
-/// The request an agent must answer now, from the run's log.
-pub(crate) fn pending_for_agent(run_dir: &Path) -> anyhow::Result<(RunStore, Engine, Request)> {
+/// The requests an agent must answer now (oldest first, at least one), from the run's log.
+pub(crate) fn pending_for_agent(run_dir: &Path) -> anyhow::Result<(RunStore, Engine, Vec<Request>)> {
     let store = RunStore::open(run_dir)?;
     let brain: BrainSpec = serde_json::from_value(store.meta("brain")?.context("the run has no recorded brain")?)?;
     if brain != BrainSpec::Agent {
@@ -45,16 +47,33 @@ pub(crate) fn pending_for_agent(run_dir: &Path) -> anyhow::Result<(RunStore, Eng
         );
     }
     let engine = Engine::replay(&load_events(&store)?).context("the run's event log does not replay")?;
-    let request = match engine.pending() {
-        Some(r @ (Request::Plan { .. } | Request::Code { .. })) => r.clone(),
-        Some(Request::Finished { reason, .. }) => bail!("the run is finished ({reason}); nothing to answer"),
-        Some(_) => bail!(
-            "the run is between steps (an evaluation is pending); continue it with `ksearch resume {}`",
-            run_dir.display()
-        ),
-        None => bail!("the run has not started"),
-    };
-    Ok((store, engine, request))
+    let requests: Vec<Request> = engine
+        .in_flight()
+        .into_iter()
+        .filter(|r| matches!(r, Request::Plan { .. } | Request::Code { .. }))
+        .cloned()
+        .collect();
+    if requests.is_empty() {
+        match engine.pending() {
+            Some(Request::Finished { reason, .. }) => bail!("the run is finished ({reason}); nothing to answer"),
+            Some(_) => bail!(
+                "the run is between steps (an evaluation is pending); continue it with `ksearch resume {}`",
+                run_dir.display()
+            ),
+            None => bail!("the run has not started"),
+        }
+    }
+    Ok((store, engine, requests))
+}
+
+/// What `agent next --json` and MCP's next_request print: the oldest request's fields, and
+/// when several wait at once, all of them under `requests` too.
+pub(crate) fn requests_json(requests: &[Request]) -> serde_json::Value {
+    let mut body = requests.first().map(request_json).unwrap_or_default();
+    if requests.len() > 1 {
+        body["requests"] = requests.iter().map(request_json).collect();
+    }
+    body
 }
 
 /// The pending request as JSON for an agent.
@@ -81,14 +100,21 @@ pub(crate) fn request_json(request: &Request) -> serde_json::Value {
 /// Records `text` as the answer to `request_id` (also used by the MCP server). The run goes on
 /// with [`continue_run`] or [`continue_quietly`].
 pub(crate) fn submit_answer(run_dir: &Path, request_id: &str, text: String) -> anyhow::Result<()> {
-    let (store, mut engine, request) = pending_for_agent(run_dir)?;
-    let pending_id = request.id().unwrap_or_default().to_string();
-    if request_id != pending_id {
-        bail!(
-            "request {request_id} is not pending; the pending request is {pending_id} ({})",
-            request.role()
-        );
-    }
+    let (store, mut engine, requests) = pending_for_agent(run_dir)?;
+    let Some(request) = requests.iter().find(|r| r.id() == Some(request_id)).cloned() else {
+        let list: Vec<String> = requests
+            .iter()
+            .map(|r| format!("{} ({})", r.id().unwrap_or("-"), r.role()))
+            .collect();
+        match list.as_slice() {
+            [one] => bail!("request {request_id} is not pending; the pending request is {one}"),
+            many => bail!(
+                "request {request_id} is not pending; the pending requests are {}",
+                many.join(", ")
+            ),
+        }
+    };
+    let pending_id = request_id.to_string();
     if text.trim().is_empty() {
         bail!("the answer is empty");
     }
@@ -132,18 +158,24 @@ pub(crate) fn run(command: &AgentCommand) -> anyhow::Result<u8> {
             run_dir,
             json: json_out,
         } => {
-            let (_, engine, request) = pending_for_agent(run_dir)?;
-            let body = request_json(&request);
+            let (_, engine, requests) = pending_for_agent(run_dir)?;
             if *json_out {
-                println!("{body}");
-            } else {
+                println!("{}", requests_json(&requests));
+                return Ok(0);
+            }
+            if requests.len() > 1 {
                 println!(
-                    "request {} for the {} (round {})",
-                    request.id().unwrap_or("-"),
-                    request.role(),
-                    engine.round()
+                    "{} requests wait for an answer; answer them in any order\n",
+                    requests.len()
                 );
-                println!("answer format: {}", answer_format(&request));
+            }
+            for request in &requests {
+                let body = request_json(request);
+                // With one request, its round is the engine's; with several, each has its own.
+                let id = request.id().unwrap_or("-");
+                let round = engine.round_of(id).unwrap_or(engine.round());
+                println!("request {id} for the {} (round {round})", request.role());
+                println!("answer format: {}", answer_format(request));
                 for m in body["messages"].as_array().into_iter().flatten() {
                     println!(
                         "\n----- {} -----\n{}",
@@ -152,9 +184,8 @@ pub(crate) fn run(command: &AgentCommand) -> anyhow::Result<u8> {
                     );
                 }
                 println!(
-                    "\nanswer with: ksearch agent submit {} {} ANSWER_FILE",
-                    run_dir.display(),
-                    request.id().unwrap_or("-")
+                    "\nanswer with: ksearch agent submit {} {id} ANSWER_FILE",
+                    run_dir.display()
                 );
             }
             Ok(0)

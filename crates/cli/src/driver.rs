@@ -1,18 +1,30 @@
 //! Serves the engine's requests: LLM calls for the planner and coder, evaluations for
-//! candidates. Every answer is recorded in the store and its event appended *before* the engine
-//! sees it, so a crash at any point loses at most the request in flight, which `resume` serves
-//! again.
+//! candidates, up to the engine's `parallel` at once (docs/engine.md, "Parallel requests").
+//!
+//! One loop owns the engine and is the run store's only writer. It hands each outstanding
+//! request to a worker thread (an LLM call, or an evaluation that first leases a device from
+//! the [`DevicePool`]), and as workers finish, in whatever order, it records what they produced,
+//! appends the answering event to the store *before* the engine sees it, applies it, and serves
+//! the requests that follow. The log's order is the completion order, and it is the truth: a
+//! crash at any point loses at most the requests in flight, which `resume` (replaying the log)
+//! finds outstanding again and serves again.
+
+mod progress;
+mod work;
 
 use crate::brains::Brains;
-use crate::summary::summarize;
 use anyhow::Context;
-use ksearch_eval::{evaluate, EvalError, EvalOptions};
-use ksearch_llm::{ChatRequest, LlmClient, LlmError};
-use ksearch_search::engine::{Engine, EvalSummary, Event, Purpose, Request, Source};
+use ksearch_devices::DevicePool;
+use ksearch_eval::EvalOptions;
+use ksearch_llm::LlmClient;
+use ksearch_search::engine::{Engine, EvalSummary, Event, PlanKind, Purpose, Request, Source};
 use ksearch_spec::{language_of, language_of_in, BuildSpec, Solution, SourceFile, Task};
-use ksearch_store::{CandidateRow, EvaluationRow, ExchangeRow, RunStore};
+use ksearch_store::{CandidateRow, ExchangeRow, RunStore};
+use progress::Progress;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
+use work::{answered_before, call_llm, evaluate_on_device, event_request_id, rejected, Done};
 
 pub(crate) struct Driver<'a> {
     pub store: &'a RunStore,
@@ -22,11 +34,15 @@ pub(crate) struct Driver<'a> {
     pub run_seed: u64,
     pub eval_template: EvalOptions,
     pub quiet: bool,
-    /// Set by Ctrl-C: stop after the step in flight.
+    /// Set by Ctrl-C: serve nothing new, finish the requests in flight, stop.
     pub stop: Arc<AtomicBool>,
     /// When replaying a recorded run: its evaluations, by candidate sources and purpose, so the
     /// replay sees the numbers the original saw (and renders the same prompts).
     pub recorded: Option<RecordedEvaluations>,
+    /// The devices evaluations run on, one evaluation per device at a time.
+    pub pool: DevicePool,
+    /// The most requests being served at the same time so far (LLM calls and evaluations).
+    pub max_in_flight: usize,
 }
 
 /// Evaluation summaries of a recorded run, keyed by what was evaluated.
@@ -48,17 +64,19 @@ pub(crate) fn recorded_evaluations(store: &RunStore) -> anyhow::Result<RecordedE
     let mut engine = Engine::new();
     let mut out = RecordedEvaluations::new();
     for e in &events {
-        if let (
-            Event::Evaluated { summary, .. },
-            Some(Request::Evaluate {
+        if let Event::Evaluated {
+            request_id, summary, ..
+        } = e
+        {
+            if let Some(Request::Evaluate {
                 candidate_id,
                 sources,
                 purpose,
                 ..
-            }),
-        ) = (e, engine.pending())
-        {
-            out.insert(evaluation_key(*candidate_id, sources, *purpose), summary.clone());
+            }) = engine.outstanding(request_id)
+            {
+                out.insert(evaluation_key(*candidate_id, sources, *purpose), summary.clone());
+            }
         }
         engine
             .apply(e)
@@ -74,140 +92,304 @@ pub(crate) enum Stopped {
         reason: String,
     },
     Interrupted,
-    /// A planner or coder request waits for an external agent (agent mode).
+    /// Planner or coder requests wait for an external agent (agent mode): (id, role), oldest
+    /// first. Nothing else is in flight.
     AwaitingAgent {
-        id: String,
-        role: &'static str,
+        requests: Vec<(String, &'static str)>,
     },
+}
+
+/// How the loop serves one request.
+enum Dispatch<'e> {
+    /// Its answer is known at once.
+    Ready(Box<Done>),
+    /// An external agent answers it.
+    Agent,
+    /// A worker serves it.
+    Llm {
+        client: &'e LlmClient,
+        messages: Vec<ksearch_llm::Message>,
+        plan: bool,
+        label: String,
+    },
+    Evaluate {
+        candidate_id: i64,
+        purpose: Purpose,
+        solution: Box<Solution>,
+        opts: Box<EvalOptions>,
+    },
+}
+
+/// What the loop's helpers share (everything but the engine, which the loop alone changes).
+struct Shared<'e> {
+    store: &'e RunStore,
+    brains: &'e Brains,
+    task: &'e Task,
+    run_seed: u64,
+    eval_template: &'e EvalOptions,
+    recorded: Option<&'e RecordedEvaluations>,
+    pool: &'e DevicePool,
 }
 
 impl Driver<'_> {
     pub(crate) fn run(&mut self, rt: &tokio::runtime::Runtime) -> anyhow::Result<Stopped> {
-        loop {
-            if self.stop.load(Ordering::SeqCst) {
-                return Ok(Stopped::Interrupted);
+        let cx = Shared {
+            store: self.store,
+            brains: &self.brains,
+            task: self.task,
+            run_seed: self.run_seed,
+            eval_template: &self.eval_template,
+            recorded: self.recorded.as_ref(),
+            pool: &self.pool,
+        };
+        let mut progress = Progress::new(self.quiet);
+        let engine = &mut self.engine;
+        let stop = &self.stop;
+        let max_in_flight = &mut self.max_in_flight;
+        let handle = rt.handle();
+        let stopped = std::thread::scope(|scope| {
+            let (tx, rx) = mpsc::channel::<Done>();
+            // Requests handed out and not yet recorded, and how many of them are on workers.
+            let mut taken: HashSet<String> = HashSet::new();
+            let mut running = 0usize;
+            let mut ready: VecDeque<Done> = VecDeque::new();
+            loop {
+                if let Some(done) = ready.pop_front() {
+                    let id = done.request_id().to_string();
+                    taken.remove(&id);
+                    progress.finished(&id);
+                    cx.record(engine, done, &progress)?;
+                    continue;
+                }
+                let stopping = stop.load(Ordering::SeqCst);
+                let mut agent: Vec<Request> = Vec::new();
+                if !stopping {
+                    let waiting: Vec<Request> = engine.in_flight().into_iter().cloned().collect();
+                    for request in waiting {
+                        let id = request.id().unwrap_or_default().to_string();
+                        if taken.contains(&id) {
+                            continue;
+                        }
+                        if running >= engine.parallel() {
+                            break;
+                        }
+                        match cx.dispatch(engine, &request)? {
+                            Dispatch::Ready(done) => {
+                                taken.insert(id);
+                                ready.push_back(*done);
+                                // Applied before anything else is served, so a quick answerer
+                                // (the tuner) sees the state its previous answer led to.
+                                break;
+                            }
+                            Dispatch::Agent => agent.push(request),
+                            Dispatch::Llm {
+                                client,
+                                messages,
+                                plan,
+                                label,
+                            } => {
+                                taken.insert(id.clone());
+                                running += 1;
+                                progress.started(&id, &label);
+                                let tx = tx.clone();
+                                scope.spawn(move || {
+                                    let work = || {
+                                        let (row, answer) = handle.block_on(call_llm(client, &id, messages));
+                                        Done::Llm {
+                                            request_id: id.clone(),
+                                            plan,
+                                            row: Box::new(row),
+                                            answer,
+                                        }
+                                    };
+                                    let _ = tx.send(guarded(&id, work));
+                                });
+                            }
+                            Dispatch::Evaluate {
+                                candidate_id,
+                                purpose,
+                                solution,
+                                opts,
+                            } => {
+                                taken.insert(id.clone());
+                                running += 1;
+                                progress.started(&id, &format!("evaluating candidate {candidate_id}"));
+                                let tx = tx.clone();
+                                let (task, pool) = (cx.task, cx.pool);
+                                scope.spawn(move || {
+                                    let work = || {
+                                        let (device, result) = evaluate_on_device(task, &solution, *opts, pool);
+                                        Done::Evaluation {
+                                            request_id: id.clone(),
+                                            candidate_id,
+                                            purpose,
+                                            device,
+                                            result: Box::new(result),
+                                        }
+                                    };
+                                    let _ = tx.send(guarded(&id, work));
+                                });
+                            }
+                        }
+                    }
+                    *max_in_flight = (*max_in_flight).max(running);
+                    if !ready.is_empty() {
+                        continue;
+                    }
+                }
+                if running == 0 {
+                    match engine.pending() {
+                        Some(Request::Finished { best_candidate, reason }) => {
+                            return Ok(Stopped::Finished {
+                                best: *best_candidate,
+                                reason: reason.clone(),
+                            })
+                        }
+                        _ if stopping => return Ok(Stopped::Interrupted),
+                        _ if !agent.is_empty() => return cx.await_agent(&agent),
+                        _ => anyhow::bail!(
+                            "the engine has nothing to do: the run's event log does not start with `started`"
+                        ),
+                    }
+                }
+                let done = rx.recv().context("a worker vanished without an answer")?;
+                running -= 1;
+                ready.push_back(done);
             }
-            let Some(request) = self.engine.pending().cloned() else {
-                anyhow::bail!("the engine has nothing to do: the run's event log does not start with `started`");
-            };
-            let event = match request.clone() {
-                Request::Finished { best_candidate, reason } => {
-                    return Ok(Stopped::Finished {
-                        best: best_candidate,
-                        reason,
-                    });
-                }
-                Request::Plan { .. } | Request::Code { .. } if self.brains.tuner.is_some() => {
-                    self.tuner_event(&request)?
-                }
-                Request::Plan { id, plan, messages } => {
-                    let Some(client) = &self.brains.planner else {
-                        return self.await_agent(&request);
-                    };
-                    let spinner = self.waiting(&format!("planner: {} ...", plan_label(&plan)));
-                    let answer = rt.block_on(ask(client, self.store, &id, messages))?;
-                    if let Some(s) = spinner {
-                        s.finish_and_clear();
+        });
+        progress.clear();
+        stopped
+    }
+}
+
+/// Runs a worker's job; a panic becomes a fatal failure of its request instead of a loop that
+/// waits forever for an answer.
+fn guarded(id: &str, work: impl FnOnce() -> Done) -> Done {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|_| {
+        Done::Event(Event::RequestFailed {
+            request_id: id.to_string(),
+            error: "ksearch's worker serving this request crashed".into(),
+            fatal: true,
+        })
+    })
+}
+
+impl<'e> Shared<'e> {
+    /// How `request` will be served.
+    fn dispatch(&self, engine: &Engine, request: &Request) -> anyhow::Result<Dispatch<'e>> {
+        let id = request.id().unwrap_or_default().to_string();
+        if matches!(request, Request::Plan { .. } | Request::Code { .. }) && self.brains.tuner.is_some() {
+            return Ok(Dispatch::Ready(Box::new(Done::Event(
+                self.tuner_event(engine, request)?,
+            ))));
+        }
+        Ok(match request.clone() {
+            Request::Finished { .. } => anyhow::bail!("internal: the finished run has a request in flight"),
+            Request::Plan { plan, messages, .. } => match &self.brains.planner {
+                None => Dispatch::Agent,
+                Some(client) => match answered_before(self.store, &id)? {
+                    Some(text) => {
+                        Dispatch::Ready(Box::new(Done::Event(Event::PlannerAnswered { request_id: id, text })))
                     }
-                    match answer {
-                        Ok(text) => Event::PlannerAnswered { request_id: id, text },
-                        Err((error, fatal)) => Event::RequestFailed {
-                            request_id: id,
-                            error,
-                            fatal,
-                        },
-                    }
-                }
-                Request::Code {
-                    id,
-                    code,
-                    node_id,
-                    messages,
-                    ..
-                } => {
-                    let Some(client) = &self.brains.coder else {
-                        return self.await_agent(&request);
-                    };
-                    let spinner = self.waiting(&format!(
-                        "coder: {} for {node_id} (round {}) ...",
-                        code.as_str(),
-                        self.engine.round()
-                    ));
-                    let answer = rt.block_on(ask(client, self.store, &id, messages))?;
-                    if let Some(s) = spinner {
-                        s.finish_and_clear();
-                    }
-                    match answer {
-                        Ok(text) => Event::CoderAnswered { request_id: id, text },
-                        Err((error, fatal)) => Event::RequestFailed {
-                            request_id: id,
-                            error,
-                            fatal,
-                        },
-                    }
-                }
-                Request::Evaluate {
-                    id,
-                    candidate_id,
-                    purpose,
-                    language,
-                    sources,
-                } => match self
+                    None => Dispatch::Llm {
+                        client,
+                        messages,
+                        plan: true,
+                        label: format!("planner: {}", plan_label(&plan)),
+                    },
+                },
+            },
+            Request::Code {
+                code,
+                node_id,
+                messages,
+                ..
+            } => match &self.brains.coder {
+                None => Dispatch::Agent,
+                Some(client) => match answered_before(self.store, &id)? {
+                    Some(text) => Dispatch::Ready(Box::new(Done::Event(Event::CoderAnswered { request_id: id, text }))),
+                    None => Dispatch::Llm {
+                        client,
+                        messages,
+                        plan: false,
+                        label: format!(
+                            "coder: {} for {node_id} (round {})",
+                            code.as_str(),
+                            engine.round_of(&id).unwrap_or(engine.round())
+                        ),
+                    },
+                },
+            },
+            Request::Evaluate {
+                candidate_id,
+                purpose,
+                language,
+                sources,
+                ..
+            } => {
+                if let Some(summary) = self
                     .recorded
-                    .as_ref()
                     .and_then(|r| r.get(&evaluation_key(candidate_id, &sources, purpose)))
                 {
-                    Some(summary) => Event::Evaluated {
+                    return Ok(Dispatch::Ready(Box::new(Done::Event(Event::Evaluated {
                         request_id: id,
                         candidate_id,
                         summary: summary.clone(),
-                    },
-                    None => {
-                        let spinner = self.waiting(&format!("evaluating candidate {candidate_id} ..."));
-                        let event = self.evaluate_event(id, candidate_id, purpose, &language, &sources);
-                        if let Some(s) = spinner {
-                            s.finish_and_clear();
+                    }))));
+                }
+                self.record_candidate(engine, candidate_id, &language, &sources)?;
+                match self.solution(engine, candidate_id, &language, &sources) {
+                    Err(reason) => Dispatch::Ready(Box::new(Done::Event(Event::Evaluated {
+                        request_id: id,
+                        candidate_id,
+                        summary: rejected(reason),
+                    }))),
+                    Ok(solution) => {
+                        let mut opts = self.eval_template.clone();
+                        // Every evaluation draws its own inputs, reproducibly from the run's seed.
+                        opts.seed = self
+                            .run_seed
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add((candidate_id as u64) << 1 | (purpose == Purpose::Final) as u64);
+                        opts.fail_fast = purpose == Purpose::Search;
+                        Dispatch::Evaluate {
+                            candidate_id,
+                            purpose,
+                            solution: Box::new(solution),
+                            opts: Box::new(opts),
                         }
-                        event?
                     }
-                },
-            };
-            let body = serde_json::to_value(&event).context("cannot encode an event")?;
-            self.store.append_event(event.kind(), &body)?;
-            self.engine.apply(&event).context("the engine refused its own event")?;
-            self.report(&event);
-        }
-    }
-
-    fn evaluate_event(
-        &self,
-        id: String,
-        candidate_id: i64,
-        purpose: Purpose,
-        language: &str,
-        sources: &[Source],
-    ) -> anyhow::Result<Event> {
-        Ok(match self.evaluate(candidate_id, purpose, language, sources)? {
-            Ok(summary) => Event::Evaluated {
-                request_id: id,
-                candidate_id,
-                summary,
-            },
-            Err(error) => Event::RequestFailed {
-                request_id: id,
-                error,
-                fatal: true,
-            },
+                }
+            }
         })
     }
 
+    /// Records finished work and, if its request is still outstanding, appends the answering
+    /// event and applies it. A request the engine no longer waits for (dropped by a fatal
+    /// failure while it was in flight) leaves its rows (an LLM call still cost money) but no
+    /// event.
+    fn record(&self, engine: &mut Engine, done: Done, progress: &Progress) -> anyhow::Result<()> {
+        let event = done.record(self.store)?;
+        let Some(id) = event_request_id(&event) else {
+            anyhow::bail!("internal: a worker answered with a `started` event");
+        };
+        if engine.outstanding(id).is_none() {
+            return Ok(());
+        }
+        let body = serde_json::to_value(&event).context("cannot encode an event")?;
+        self.store.append_event(event.kind(), &body)?;
+        engine.apply(&event).context("the engine refused its own event")?;
+        report(engine, &event, progress);
+        Ok(())
+    }
+
     /// The tuner's answer, recorded like an LLM exchange so the run's history is complete.
-    fn tuner_event(&self, request: &Request) -> anyhow::Result<Event> {
+    fn tuner_event(&self, engine: &Engine, request: &Request) -> anyhow::Result<Event> {
         let Some(tuner) = &self.brains.tuner else {
             anyhow::bail!("no tuner")
         };
         let id = request.id().unwrap_or_default().to_string();
-        let answer = tuner.answer(&self.engine, request);
+        let answer = tuner.answer(engine, request);
         self.store.record_exchange(&ExchangeRow {
             request_id: Some(id.clone()),
             role: request.role().to_string(),
@@ -229,74 +411,28 @@ impl Driver<'_> {
         })
     }
 
-    /// Leaves an LLM request pending in the store for an external agent and stops.
-    fn await_agent(&self, request: &Request) -> anyhow::Result<Stopped> {
-        let id = request.id().unwrap_or_default().to_string();
-        let mut body = serde_json::to_value(request).context("cannot encode a request")?;
-        body["answer_format"] = serde_json::json!(answer_format(request));
-        self.store.put_request(&id, request.role(), &body)?;
-        Ok(Stopped::AwaitingAgent {
-            id,
-            role: request.role(),
-        })
+    /// Leaves the LLM requests pending in the store for an external agent and stops.
+    fn await_agent(&self, requests: &[Request]) -> anyhow::Result<Stopped> {
+        let mut out = Vec::new();
+        for request in requests {
+            let id = request.id().unwrap_or_default().to_string();
+            let mut body = serde_json::to_value(request).context("cannot encode a request")?;
+            body["answer_format"] = serde_json::json!(answer_format(request));
+            self.store.put_request(&id, request.role(), &body)?;
+            out.push((id, request.role()));
+        }
+        Ok(Stopped::AwaitingAgent { requests: out })
     }
 
-    /// Shows what is being waited for: a spinner on a terminal, one line otherwise. The
-    /// spinner is cleared by dropping the returned bar's `finish_and_clear`.
-    fn waiting(&self, line: &str) -> Option<indicatif::ProgressBar> {
-        if self.quiet {
-            return None;
-        }
-        if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-            eprintln!("  {line}");
-            return None;
-        }
-        let bar = indicatif::ProgressBar::new_spinner();
-        bar.set_message(line.to_string());
-        bar.enable_steady_tick(std::time::Duration::from_millis(120));
-        Some(bar)
-    }
-
-    fn report(&self, event: &Event) {
-        if let Event::Evaluated {
-            candidate_id, summary, ..
-        } = event
-        {
-            let c = self.engine.candidate(*candidate_id);
-            let best = self
-                .engine
-                .best()
-                .map(|b| format!("best {:.2}x (candidate {})", b.speedup().unwrap_or(0.0), b.id))
-                .unwrap_or_else(|| "no passing candidate yet".into());
-            // A final re-measurement is labelled as such, not as the round that produced it.
-            let is_final = c.is_some_and(|c| c.final_result.as_ref() == Some(summary));
-            let round = match c {
-                Some(_) if is_final => "final".to_string(),
-                Some(c) => c.round.to_string(),
-                None => "-".to_string(),
-            };
-            let node = c.map(|c| c.node_id.as_str()).unwrap_or("-");
-            if !self.quiet {
-                eprintln!(
-                    "round {round:>5}  node {node:<6} candidate {candidate_id:<4} {:<60}  {best}",
-                    ksearch_search::engine::verdict(summary)
-                        .chars()
-                        .take(60)
-                        .collect::<String>()
-                );
-            }
-        }
-    }
-
-    /// Evaluates one candidate. `Err` only when the evaluator itself cannot run (fatal).
-    fn evaluate(
+    /// The candidate's row, before it is evaluated (a resumed run keeps the first one).
+    fn record_candidate(
         &self,
+        engine: &Engine,
         candidate_id: i64,
-        purpose: Purpose,
         language: &str,
         sources: &[Source],
-    ) -> anyhow::Result<Result<EvalSummary, String>> {
-        let c = self.engine.candidate(candidate_id);
+    ) -> anyhow::Result<()> {
+        let c = engine.candidate(candidate_id);
         self.store.add_candidate(&CandidateRow {
             id: candidate_id,
             parent_id: c.and_then(|c| c.parent),
@@ -314,54 +450,19 @@ impl Driver<'_> {
             language: language.to_string(),
             sources: serde_json::to_value(sources).unwrap_or_default(),
         })?;
-        let solution = match self.solution(candidate_id, language, sources) {
-            Ok(s) => s,
-            Err(reason) => {
-                let summary = EvalSummary {
-                    status: "rejected".into(),
-                    reason: Some(reason),
-                    speedup: None,
-                    relative_noise: None,
-                    workloads: vec![],
-                    log_tail: String::new(),
-                    suspicious: None,
-                };
-                return Ok(Ok(summary));
-            }
-        };
-        let mut opts = self.eval_template.clone();
-        // Every evaluation draws its own inputs, reproducibly from the run's seed.
-        opts.seed = self
-            .run_seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add((candidate_id as u64) << 1 | (purpose == Purpose::Final) as u64);
-        opts.fail_fast = purpose == Purpose::Search;
-        let notify = |m: &str| eprintln!("ksearch: {m}");
-        let evaluation = match evaluate(self.task, &solution, &opts, &notify) {
-            Ok(e) => e,
-            Err(EvalError::Task(p)) => return Ok(Err(format!("the task is unusable: {p}"))),
-            Err(e) => return Ok(Err(format!("the evaluator cannot run: {e}"))),
-        };
-        let summary = summarize(&evaluation);
-        self.store.add_evaluation(&EvaluationRow {
-            id: None,
-            candidate_id,
-            purpose: match purpose {
-                Purpose::Search => "search",
-                Purpose::Final => "final",
-            }
-            .into(),
-            status: summary.status.clone(),
-            speedup: summary.speedup,
-            record: serde_json::to_value(&evaluation).unwrap_or_default(),
-        })?;
-        Ok(Ok(summary))
+        Ok(())
     }
 
     /// The candidate as a solution of the task; `Err` says why it cannot be one.
-    fn solution(&self, candidate_id: i64, language: &str, sources: &[Source]) -> Result<Solution, String> {
+    fn solution(
+        &self,
+        engine: &Engine,
+        candidate_id: i64,
+        language: &str,
+        sources: &[Source],
+    ) -> Result<Solution, String> {
         let entry = self.task.config.kernel.entry.clone().unwrap_or_else(|| "kernel".into());
-        let default = self.engine.task().map(|t| t.default_file.clone()).unwrap_or_default();
+        let default = engine.task().map(|t| t.default_file.clone()).unwrap_or_default();
         let entry_file = sources
             .iter()
             .find(|s| s.path == default)
@@ -402,6 +503,35 @@ impl Driver<'_> {
     }
 }
 
+/// One line per evaluation: round, node, candidate, verdict, best so far.
+fn report(engine: &Engine, event: &Event, progress: &Progress) {
+    if let Event::Evaluated {
+        candidate_id, summary, ..
+    } = event
+    {
+        let c = engine.candidate(*candidate_id);
+        let best = engine
+            .best()
+            .map(|b| format!("best {:.2}x (candidate {})", b.speedup().unwrap_or(0.0), b.id))
+            .unwrap_or_else(|| "no passing candidate yet".into());
+        // A final re-measurement is labelled as such, not as the round that produced it.
+        let is_final = c.is_some_and(|c| c.final_result.as_ref() == Some(summary));
+        let round = match c {
+            Some(_) if is_final => "final".to_string(),
+            Some(c) => c.round.to_string(),
+            None => "-".to_string(),
+        };
+        let node = c.map(|c| c.node_id.as_str()).unwrap_or("-");
+        progress.line(&format!(
+            "round {round:>5}  node {node:<6} candidate {candidate_id:<4} {:<60}  {best}",
+            ksearch_search::engine::verdict(summary)
+                .chars()
+                .take(60)
+                .collect::<String>()
+        ));
+    }
+}
+
 /// What an answer to `request` must look like, in one sentence for the agent.
 pub(crate) fn answer_format(request: &Request) -> &'static str {
     match request {
@@ -417,76 +547,11 @@ pub(crate) fn answer_format(request: &Request) -> &'static str {
     }
 }
 
-fn plan_label(plan: &ksearch_search::engine::PlanKind) -> String {
-    use ksearch_search::engine::PlanKind;
+fn plan_label(plan: &PlanKind) -> String {
     match plan {
         PlanKind::Init => "initial plan".into(),
         PlanKind::Propose => "propose actions".into(),
         PlanKind::Refine { node_id } => format!("refine after {node_id}"),
         PlanKind::TooHard { node_id } => format!("{node_id} was too hard"),
     }
-}
-
-/// One LLM call, recorded in the store whatever happens. `Ok(Err((message, fatal)))` when the
-/// call failed: fatal for what retrying cannot fix (keys, models, budgets, replay gaps).
-async fn ask(
-    client: &LlmClient,
-    store: &RunStore,
-    request_id: &str,
-    messages: Vec<ksearch_llm::Message>,
-) -> anyhow::Result<Result<String, (String, bool)>> {
-    // Answered before a crash but never turned into an event: use that answer, don't pay twice.
-    if let Some(answer) = store.answer_for_request(request_id)? {
-        if let Ok(response) = serde_json::from_value::<ksearch_llm::ChatResponse>(answer) {
-            return Ok(Ok(response.text));
-        }
-    }
-    let request = ChatRequest {
-        messages,
-        ..Default::default()
-    };
-    let key = client.key(&request);
-    let prompt = serde_json::to_value(&request.messages).unwrap_or_default();
-    let config = client.config();
-    let result = client.complete(&request).await;
-    let mut row = ExchangeRow {
-        request_id: Some(request_id.to_string()),
-        role: client.role().to_string(),
-        provider: config.name.clone(),
-        model: config.model.clone(),
-        key,
-        prompt,
-        ..Default::default()
-    };
-    let outcome = match result {
-        Ok(c) => {
-            row.answer = serde_json::to_value(&c.response).ok();
-            row.finish_reason = Some(format!("{:?}", c.response.finish_reason).to_lowercase());
-            row.input_tokens = c.response.usage.input_tokens;
-            row.output_tokens = c.response.usage.output_tokens;
-            row.cached_input_tokens = c.response.usage.cached_input_tokens;
-            row.reasoning_tokens = c.response.usage.reasoning_tokens;
-            row.cost_dollars = c.cost_dollars;
-            row.latency_s = c.response.latency.as_secs_f64();
-            row.attempts = c.response.attempts;
-            row.from_cache = c.from_cache;
-            Ok(c.response.text)
-        }
-        Err(e) => {
-            row.error = Some(e.to_string());
-            // What retrying cannot fix ends the run; a bad or odd answer is just a failed try.
-            let fatal = matches!(
-                e,
-                LlmError::Budget(_)
-                    | LlmError::Auth { .. }
-                    | LlmError::NotFound { .. }
-                    | LlmError::MissingKey { .. }
-                    | LlmError::Config(_)
-                    | LlmError::NoRecordedAnswer { .. }
-            );
-            Err((e.to_string(), fatal))
-        }
-    };
-    store.record_exchange(&row)?;
-    Ok(outcome)
 }

@@ -6,7 +6,7 @@
 //! keeps a private copy of it and points file descriptor 1 at standard error, so a stray print
 //! or a child process that inherits stdout cannot corrupt the protocol. Progress goes to stderr.
 
-use crate::agent_cmd::{continue_quietly, pending_for_agent, request_json, submit_answer};
+use crate::agent_cmd::{continue_quietly, pending_for_agent, requests_json, submit_answer};
 use crate::brains::BrainSpec;
 use crate::run_cmd::{create_run, drive_quietly, NewRun};
 use anyhow::{bail, Context};
@@ -39,7 +39,9 @@ next_request with the run_dir. Relative paths are resolved against the directory
 const NEXT_REQUEST: &str = "Read the request ksearch is waiting for in a run: JSON with id (the request_id to \
 answer), role (`planner` or `coder`), kind, answer_format (what your answer must look like) and messages (the \
 prompt: a system message and a user message; read both in full). Answer it yourself, as that role, with \
-submit_answer. Fails with an explanation when the run is finished or nothing is pending.";
+submit_answer. When several requests wait at once (a parallel run), `requests` lists every one in that form; \
+answer each with its own submit_answer, in any order. Fails with an explanation when the run is finished or \
+nothing is pending.";
 
 const SUBMIT_ANSWER: &str = "Answer the pending request of a run with your text, exactly as the request's \
 answer_format asks (the planner answers with one JSON edit script; the coder with the complete source of every \
@@ -121,8 +123,8 @@ impl KsearchMcp {
     #[tool(description = NEXT_REQUEST)]
     async fn next_request(&self, Parameters(args): Parameters<RunDirArgs>) -> CallToolResult {
         self.blocking(move || {
-            let (_, _, request) = pending_for_agent(Path::new(&args.run_dir))?;
-            Ok(request_json(&request))
+            let (_, _, requests) = pending_for_agent(Path::new(&args.run_dir))?;
+            Ok(requests_json(&requests))
         })
         .await
     }
@@ -195,6 +197,8 @@ fn start_search(args: StartSearchArgs) -> anyhow::Result<serde_json::Value> {
             rounds: args.rounds,
             strategy: ksearch_search::engine::Strategy::WorldModel,
             knob_share: ksearch_search::engine::EngineConfig::default().knob_share,
+            parallel: 1,
+            devices: None,
         },
         args.out.map(PathBuf::from),
         args.seed,

@@ -4,6 +4,7 @@ use crate::brains::BrainSpec;
 use crate::brief::task_brief;
 use crate::driver::{Driver, Stopped};
 use anyhow::{bail, Context};
+use ksearch_devices::{DevicePool, DeviceSpec};
 use ksearch_eval::EvalOptions;
 use ksearch_llm::LlmConfig;
 use ksearch_search::engine::{Engine, EngineConfig, Event, Strategy};
@@ -45,6 +46,17 @@ pub(crate) struct RunArgs {
     /// (`#define BLOCK 128 // ksearch: knob values=[64, 128, 256]`; world-model strategy; 0: off).
     #[arg(long, default_value_t = 0.25, value_name = "SHARE")]
     knob_share: f64,
+    /// Requests served at once: LLM calls and evaluations overlap, and `evolve` works on up to N
+    /// islands at once (world-model and refine stay one step at a time but for the final
+    /// re-measurement). Evaluations still take one device each (--devices).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    parallel: u32,
+    /// Devices evaluations run on, one evaluation per device at a time: GPU indices as
+    /// nvidia-smi numbers them (`0,1`) or UUIDs, `all`, `cpu` or `cpu:N` (N CPU kernels at
+    /// once). Default: every visible GPU for GPU tasks (CUDA_VISIBLE_DEVICES is respected), one
+    /// CPU slot for C tasks.
+    #[arg(long, value_name = "LIST")]
+    devices: Option<String>,
     /// The run directory (default: runs/TASK-DATE-TIME).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -60,6 +72,9 @@ pub(crate) struct RunArgs {
 pub(crate) struct ResumeArgs {
     /// The run directory `ksearch run` printed.
     run_dir: PathBuf,
+    /// Devices to evaluate on from now on (as for `ksearch run`; default: the run's choice).
+    #[arg(long, value_name = "LIST")]
+    devices: Option<String>,
     #[arg(long)]
     json: bool,
 }
@@ -77,6 +92,12 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
             "--knob-share {}: expected a share of the rounds between 0 and 1",
             args.knob_share
         );
+    }
+    if !(1..=256).contains(&args.parallel) {
+        bail!("--parallel {}: expected 1 to 256 requests at once", args.parallel);
+    }
+    if let Some(d) = &args.devices {
+        d.parse::<DeviceSpec>()?;
     }
     let task = Task::load(&args.task)?;
     let llm_config = LlmConfig::load(Path::new("."))?;
@@ -119,6 +140,8 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
             rounds: args.rounds,
             strategy,
             knob_share: args.knob_share,
+            parallel: args.parallel,
+            devices: args.devices.clone(),
         },
         args.out.clone(),
         args.seed,
@@ -128,8 +151,13 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
         eprintln!("run directory: {}", run_dir.display());
     } else {
         println!("run directory: {}", run_dir.display());
+        let at_once = if args.parallel > 1 {
+            format!(", up to {} requests at once", args.parallel)
+        } else {
+            String::new()
+        };
         eprintln!(
-            "searching {} with {} for {} rounds (seed {run_seed})",
+            "searching {} with {} for {} rounds (seed {run_seed}{at_once})",
             task.definition.name,
             brain.describe(),
             args.rounds
@@ -143,6 +171,10 @@ pub(crate) struct SearchSettings {
     pub rounds: u32,
     pub strategy: Strategy,
     pub knob_share: f64,
+    /// Requests served at once (`EngineConfig::parallel`).
+    pub parallel: u32,
+    /// `--devices` as given (checked), recorded so `resume` uses the same devices.
+    pub devices: Option<String>,
 }
 
 /// A run directory just created, its store, and the seed of its evaluations.
@@ -175,9 +207,13 @@ pub(crate) fn create_run(
     store.set_meta("brain", &serde_json::to_value(brain)?)?;
     store.set_meta("run_seed", &json!(run_seed))?;
     store.set_meta("ksearch_version", &json!(env!("CARGO_PKG_VERSION")))?;
+    if let Some(devices) = &settings.devices {
+        store.set_meta("devices", &json!(devices))?;
+    }
     let config = EngineConfig {
         rounds: settings.rounds,
         strategy: settings.strategy,
+        parallel: settings.parallel.max(1),
         rng_seed: run_seed,
         // The tuner's kernels come from its template; sweeps are for written kernels.
         knob_share: if *brain == BrainSpec::Tuner {
@@ -214,6 +250,10 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<u8> {
     let brain: BrainSpec = serde_json::from_value(store.meta("brain")?.context("the run has no recorded brain")?)
         .context("the run's recorded brain is unreadable")?;
     let llm_config = LlmConfig::load(Path::new("."))?;
+    if let Some(d) = &args.devices {
+        d.parse::<DeviceSpec>()?;
+        store.set_meta("devices", &json!(d))?;
+    }
     if !args.json {
         eprintln!("resuming {} with {}", args.run_dir.display(), brain.describe());
     }
@@ -271,7 +311,7 @@ pub(crate) fn drive_quietly(
         if tokio::signal::ctrl_c().await.is_ok() {
             flag.store(true, Ordering::SeqCst);
             eprintln!(
-                "\nstopping after the current step (Ctrl-C again to quit at once; the step in flight is then redone \
+                "\nstopping after the steps in flight (Ctrl-C again to quit at once; the steps in flight are then redone \
                  by `ksearch resume`)"
             );
             if tokio::signal::ctrl_c().await.is_ok() {
@@ -283,6 +323,11 @@ pub(crate) fn drive_quietly(
         BrainSpec::Replay { from, .. } => Some(crate::driver::recorded_evaluations(&RunStore::open(from)?)?),
         BrainSpec::Llm { .. } | BrainSpec::Agent | BrainSpec::Tuner => None,
     };
+    let devices: Option<String> = match store.meta("devices")? {
+        Some(v) => Some(serde_json::from_value(v).context("the run's recorded devices are unreadable")?),
+        None => None,
+    };
+    let pool = device_pool(task, devices.as_deref(), quiet)?;
     let mut driver = Driver {
         store: &store,
         engine,
@@ -293,19 +338,45 @@ pub(crate) fn drive_quietly(
         quiet,
         stop,
         recorded,
+        pool,
+        max_in_flight: 0,
     };
     let stopped = driver.run(&rt)?;
     let engine = &driver.engine;
+    let max_in_flight = driver.max_in_flight;
+    // The most requests ever served at once over the run's drives (runs can be resumed).
+    let before: usize = store
+        .meta("max_in_flight")?
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or(0);
+    store.set_meta("max_in_flight", &json!(before.max(max_in_flight)))?;
     let dir = run_dir.display();
     Ok(match stopped {
-        Stopped::AwaitingAgent { id, role } => Outcome {
-            json: json!({"run_dir": run_dir, "status": "awaiting_agent", "request_id": id, "role": role}),
-            text: format!(
-                "waiting for the agent to answer request {id} ({role})\n  read it:   ksearch agent next {dir}\n  \
-                 answer it: ksearch agent submit {dir} {id} ANSWER_FILE"
-            ),
-            exit: 0,
-        },
+        Stopped::AwaitingAgent { requests } => {
+            let (id, role) = requests.first().cloned().unwrap_or_default();
+            let mut json = json!({"run_dir": run_dir, "status": "awaiting_agent", "request_id": id, "role": role});
+            let text = if requests.len() > 1 {
+                // Several at once (a parallel run): every one is listed; the first keeps the
+                // fields a one-at-a-time client reads.
+                json["requests"] = requests
+                    .iter()
+                    .map(|(id, role)| json!({"id": id, "role": role}))
+                    .collect();
+                let list: Vec<String> = requests.iter().map(|(id, role)| format!("{id} ({role})")).collect();
+                format!(
+                    "waiting for the agent to answer {} requests: {}\n  read them: ksearch agent next {dir}\n  \
+                     answer one: ksearch agent submit {dir} REQUEST_ID ANSWER_FILE",
+                    requests.len(),
+                    list.join(", ")
+                )
+            } else {
+                format!(
+                    "waiting for the agent to answer request {id} ({role})\n  read it:   ksearch agent next {dir}\n  \
+                     answer it: ksearch agent submit {dir} {id} ANSWER_FILE"
+                )
+            };
+            Outcome { json, text, exit: 0 }
+        }
         Stopped::Interrupted => Outcome {
             json: json!({"run_dir": run_dir, "status": "interrupted"}),
             text: format!("stopped; continue with: ksearch resume {dir}"),
@@ -339,12 +410,37 @@ pub(crate) fn drive_quietly(
                     "run_dir": run_dir, "status": "finished", "reason": reason,
                     "best_candidate": best.map(|b| b.id), "best_speedup": speedup,
                     "seed_speedup": seed_speedup, "best_files": written, "rounds": engine.round(),
+                    "max_in_flight": max_in_flight,
                 }),
                 text,
                 exit: if best.is_some() { 0 } else { crate::EXIT_FAILED },
             }
         }
     })
+}
+
+/// The devices evaluations lease: `--devices` when given; otherwise every visible GPU for a
+/// task whose kernels run on one, and one CPU slot for C tasks (timing two CPU kernels at once
+/// would make both numbers noisy) or where no GPU is found.
+pub(crate) fn device_pool(task: &Task, devices: Option<&str>, quiet: bool) -> anyhow::Result<DevicePool> {
+    let chosen = match devices {
+        Some(text) => {
+            let spec: DeviceSpec = text.parse()?;
+            ksearch_devices::select(&spec, ksearch_devices::discover_gpus)?
+        }
+        None if task.config.kernel.language == "c" => ksearch_devices::cpu_slots(1),
+        None => match ksearch_devices::discover_gpus() {
+            Ok(gpus) if !gpus.is_empty() => gpus,
+            Ok(_) => ksearch_devices::cpu_slots(1),
+            Err(e) => {
+                if !quiet {
+                    eprintln!("warning: {e}; evaluating one candidate at a time on the default device");
+                }
+                ksearch_devices::cpu_slots(1)
+            }
+        },
+    };
+    Ok(DevicePool::new(chosen)?)
 }
 
 pub(crate) fn load_events(store: &RunStore) -> anyhow::Result<Vec<Event>> {

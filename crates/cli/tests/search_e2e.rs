@@ -336,3 +336,198 @@ fn an_exhausted_budget_stops_the_run_cleanly_and_keeps_its_best() {
     let show = setup.show(&run_dir);
     assert!(show["state"].as_str().unwrap().starts_with("finished"), "{show}");
 }
+
+// --- several requests at once (--parallel) ----------------------------------------------------
+
+impl Setup {
+    /// `ksearch run` of the evolve strategy with `parallel` requests at once.
+    fn evolve_args(&self, run_dir: &std::path::Path, rounds: u32, parallel: u32) -> Vec<String> {
+        let task = self.task.path().display().to_string();
+        let (rounds, parallel, dir) = (rounds.to_string(), parallel.to_string(), run_dir.display().to_string());
+        [
+            "run",
+            &task,
+            "--strategy",
+            "evolve",
+            "--rounds",
+            &rounds,
+            "--parallel",
+            &parallel,
+            "--json",
+            "--seed",
+            "5",
+            "--llm",
+            "local",
+            "--out",
+            &dir,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
+}
+
+/// The candidates of a finished run, as (round, status) from `show --json`.
+fn rounds_and_statuses(show: &serde_json::Value) -> Vec<(u64, String)> {
+    let mut out: Vec<(u64, String)> = show["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["round"].as_u64().unwrap(),
+                c["status"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn a_parallel_evolve_run_serves_several_requests_at_once() {
+    let setup = Setup::new();
+    // No seed in this task: the three islands' first rounds are asked for together, and the
+    // driver hands all three to workers before it waits for any of them.
+    let run_dir = setup.work.path().join("parallel");
+    let args = setup.evolve_args(&run_dir, 6, 3);
+    let r = setup.ksearch(&args.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let j = r.json();
+    assert_eq!(j["status"], "finished", "{j}");
+    assert_eq!(j["rounds"], 6);
+    assert_eq!(j["max_in_flight"], 3, "{j}");
+    assert_eq!(setup.coder_calls.load(Ordering::SeqCst), 6, "one coder call per round");
+    assert!(best_is_fast(&run_dir));
+    let show = setup.show(&run_dir);
+    let rounds: Vec<u64> = rounds_and_statuses(&show).iter().map(|c| c.0).collect();
+    assert_eq!(rounds, vec![1, 2, 3, 4, 5, 6], "one candidate per round: {show}");
+
+    // The same search one request at a time never has two out.
+    let one = setup.work.path().join("one");
+    let args = setup.evolve_args(&one, 3, 1);
+    let r = setup.ksearch(&args.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json()["max_in_flight"], 1);
+}
+
+#[test]
+fn kill_9_with_several_requests_in_flight_then_resume_serves_each_round_once() {
+    let setup = Setup::new();
+    let cut = setup.work.path().join("cut");
+    let mut kills = 0;
+    for delay_ms in [120u64, 250, 400, 600, 900] {
+        let args = if cut.join("run.sqlite").exists() {
+            vec!["resume".to_string(), cut.display().to_string(), "--json".to_string()]
+        } else {
+            setup.evolve_args(&cut, 9, 3)
+        };
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ksearch"))
+            .args(&args)
+            .current_dir(setup.work.path())
+            .env("XDG_CONFIG_HOME", setup.work.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap(); // SIGKILL while up to three requests are out
+            kills += 1;
+        }
+        child.wait().unwrap();
+    }
+    assert!(kills >= 2, "the run was killed only {kills} times");
+    let r = setup.ksearch(&["resume", cut.to_str().unwrap(), "--json"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let show = setup.show(&cut);
+    assert!(show["state"].as_str().unwrap().starts_with("finished"), "{show}");
+    // Every round produced exactly one candidate, and each was measured: requests cut off by a
+    // kill were served again, answered ones were not.
+    let got = rounds_and_statuses(&show);
+    assert_eq!(
+        got.iter().map(|c| c.0).collect::<Vec<_>>(),
+        (1..=9).collect::<Vec<u64>>(),
+        "{show}"
+    );
+    assert!(got.iter().all(|c| c.1 == "passed"), "{got:?}");
+    assert!(best_is_fast(&cut));
+}
+
+#[test]
+fn agent_mode_lists_every_request_of_a_parallel_run_and_takes_them_in_any_order() {
+    let setup = Setup::new();
+    let run_dir = setup.work.path().join("agents");
+    let dir = run_dir.to_str().unwrap();
+    let task = setup.task.path().to_str().unwrap();
+    let r = setup.ksearch(&[
+        "run",
+        task,
+        "--brain",
+        "agent",
+        "--strategy",
+        "evolve",
+        "--parallel",
+        "2",
+        "--rounds",
+        "4",
+        "--json",
+        "--out",
+        dir,
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let j = r.json();
+    assert_eq!(j["status"], "awaiting_agent");
+    let listed: Vec<&str> = j["requests"]
+        .as_array()
+        .expect("both requests are listed")
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed.len(), 2, "{j}");
+    assert_eq!(
+        j["request_id"].as_str(),
+        Some(listed[0]),
+        "the first keeps the one-request fields"
+    );
+    let mut answered = 0;
+    loop {
+        let next = setup.ksearch(&["agent", "next", dir, "--json"]);
+        if next.code != 0 {
+            assert!(next.stderr.contains("the run is finished"), "{}", next.stderr);
+            break;
+        }
+        let body = next.json();
+        let all = body["requests"]
+            .as_array()
+            .cloned()
+            .unwrap_or_else(|| vec![body.clone()]);
+        // The newest first: answers need not come in the order the requests were made.
+        let request = all.last().unwrap();
+        assert_eq!(request["role"], "coder");
+        let id = request["id"].as_str().unwrap().to_string();
+        let file = setup.work.path().join(format!("answer-{id}.txt"));
+        std::fs::write(&file, format!("**kernel.c**\n```c\n{}```", fast())).unwrap();
+        let s = setup.ksearch(&["agent", "submit", dir, &id, file.to_str().unwrap(), "--json"]);
+        assert_eq!(s.code, 0, "{}\n{}", s.stdout, s.stderr);
+        answered += 1;
+        assert!(answered <= 4, "more answers than rounds");
+    }
+    assert_eq!(answered, 4, "one answer per round");
+    let text = setup.ksearch(&["agent", "next", dir]);
+    assert!(text.stderr.contains("the run is finished"), "{}", text.stderr);
+    assert!(best_is_fast(&run_dir));
+}
+
+#[test]
+fn bad_parallel_and_devices_values_are_refused_before_the_run_starts() {
+    let setup = Setup::new();
+    let task = setup.task.path().to_str().unwrap();
+    let r = setup.ksearch(&["run", task, "--llm", "local", "--parallel", "0"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--parallel 0"), "{}", r.stderr);
+    let r = setup.ksearch(&["run", task, "--llm", "local", "--devices", "gpu1"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--devices 'gpu1'"), "{}", r.stderr);
+    assert!(!setup.work.path().join("runs").exists(), "no run directory was created");
+}

@@ -1,0 +1,221 @@
+//! What the driver's workers do, and what the driver does before and after them: an LLM call,
+//! an evaluation on a leased device. Workers never touch the run store (the driver's loop is
+//! its only writer); they hand back a [`Done`] with everything to record.
+
+use crate::summary::summarize;
+use ksearch_devices::DevicePool;
+use ksearch_eval::{evaluate, EvalError, EvalOptions, Evaluation};
+use ksearch_llm::{ChatRequest, LlmClient, LlmError, Message};
+use ksearch_search::engine::{EvalSummary, Event, Purpose};
+use ksearch_spec::{Solution, Task};
+use ksearch_store::{EvaluationRow, ExchangeRow, RunStore};
+
+/// A request's outcome, for the driver's loop to record and turn into an event.
+pub(crate) enum Done {
+    /// Known without a worker: the tuner's answer, a recorded evaluation, an answer stored
+    /// before a crash, a candidate that cannot be a solution, a crashed worker.
+    Event(Event),
+    /// An LLM call, with its exchange row (recorded whatever became of the request).
+    Llm {
+        request_id: String,
+        plan: bool,
+        row: Box<ExchangeRow>,
+        answer: Result<String, (String, bool)>,
+    },
+    /// An evaluation, with the device it ran on.
+    Evaluation {
+        request_id: String,
+        candidate_id: i64,
+        purpose: Purpose,
+        device: String,
+        result: Box<Result<Evaluation, EvalError>>,
+    },
+}
+
+impl Done {
+    pub(crate) fn request_id(&self) -> &str {
+        match self {
+            Done::Event(e) => event_request_id(e).unwrap_or(""),
+            Done::Llm { request_id, .. } | Done::Evaluation { request_id, .. } => request_id,
+        }
+    }
+
+    /// Writes what the work produced to the store and returns the event that answers its
+    /// request.
+    pub(crate) fn record(self, store: &RunStore) -> anyhow::Result<Event> {
+        Ok(match self {
+            Done::Event(e) => e,
+            Done::Llm {
+                request_id,
+                plan,
+                row,
+                answer,
+            } => {
+                store.record_exchange(&row)?;
+                match answer {
+                    Ok(text) if plan => Event::PlannerAnswered { request_id, text },
+                    Ok(text) => Event::CoderAnswered { request_id, text },
+                    Err((error, fatal)) => Event::RequestFailed {
+                        request_id,
+                        error,
+                        fatal,
+                    },
+                }
+            }
+            Done::Evaluation {
+                request_id,
+                candidate_id,
+                purpose,
+                device,
+                result,
+            } => match *result {
+                Ok(evaluation) => {
+                    let summary = summarize(&evaluation);
+                    let mut record = serde_json::to_value(&evaluation).unwrap_or_default();
+                    // The pool's name for the device (the record's provenance has the
+                    // harness's view of it).
+                    record["leased_device"] = serde_json::json!(device);
+                    store.add_evaluation(&EvaluationRow {
+                        id: None,
+                        candidate_id,
+                        purpose: match purpose {
+                            Purpose::Search => "search",
+                            Purpose::Final => "final",
+                        }
+                        .into(),
+                        status: summary.status.clone(),
+                        speedup: summary.speedup,
+                        record,
+                    })?;
+                    Event::Evaluated {
+                        request_id,
+                        candidate_id,
+                        summary,
+                    }
+                }
+                Err(EvalError::Task(p)) => Event::RequestFailed {
+                    request_id,
+                    error: format!("the task is unusable: {p}"),
+                    fatal: true,
+                },
+                Err(e) => Event::RequestFailed {
+                    request_id,
+                    error: format!("the evaluator cannot run: {e}"),
+                    fatal: true,
+                },
+            },
+        })
+    }
+}
+
+/// The request an event answers (`None` for `started`).
+pub(crate) fn event_request_id(e: &Event) -> Option<&str> {
+    match e {
+        Event::Started { .. } => None,
+        Event::PlannerAnswered { request_id, .. }
+        | Event::CoderAnswered { request_id, .. }
+        | Event::Evaluated { request_id, .. }
+        | Event::RequestFailed { request_id, .. } => Some(request_id),
+    }
+}
+
+/// The summary of a candidate that cannot even be made into a solution.
+pub(crate) fn rejected(reason: String) -> EvalSummary {
+    EvalSummary {
+        status: "rejected".into(),
+        reason: Some(reason),
+        speedup: None,
+        relative_noise: None,
+        workloads: vec![],
+        log_tail: String::new(),
+        suspicious: None,
+    }
+}
+
+/// An answer recorded for `request_id` before a crash (never turned into an event): used as
+/// is, so a resumed run does not pay for it twice.
+pub(crate) fn answered_before(store: &RunStore, request_id: &str) -> anyhow::Result<Option<String>> {
+    Ok(store
+        .answer_for_request(request_id)?
+        .and_then(|a| serde_json::from_value::<ksearch_llm::ChatResponse>(a).ok())
+        .map(|r| r.text))
+}
+
+/// One LLM call (on a worker). `Err((message, fatal))` when it failed: fatal for what retrying
+/// cannot fix (keys, models, budgets, replay gaps).
+pub(crate) async fn call_llm(
+    client: &LlmClient,
+    request_id: &str,
+    messages: Vec<Message>,
+) -> (ExchangeRow, Result<String, (String, bool)>) {
+    let request = ChatRequest {
+        messages,
+        ..Default::default()
+    };
+    let key = client.key(&request);
+    let prompt = serde_json::to_value(&request.messages).unwrap_or_default();
+    let config = client.config();
+    let result = client.complete(&request).await;
+    let mut row = ExchangeRow {
+        request_id: Some(request_id.to_string()),
+        role: client.role().to_string(),
+        provider: config.name.clone(),
+        model: config.model.clone(),
+        key,
+        prompt,
+        ..Default::default()
+    };
+    let outcome = match result {
+        Ok(c) => {
+            row.answer = serde_json::to_value(&c.response).ok();
+            row.finish_reason = Some(format!("{:?}", c.response.finish_reason).to_lowercase());
+            row.input_tokens = c.response.usage.input_tokens;
+            row.output_tokens = c.response.usage.output_tokens;
+            row.cached_input_tokens = c.response.usage.cached_input_tokens;
+            row.reasoning_tokens = c.response.usage.reasoning_tokens;
+            row.cost_dollars = c.cost_dollars;
+            row.latency_s = c.response.latency.as_secs_f64();
+            row.attempts = c.response.attempts;
+            row.from_cache = c.from_cache;
+            Ok(c.response.text)
+        }
+        Err(e) => {
+            row.error = Some(e.to_string());
+            // What retrying cannot fix ends the run; a bad or odd answer is just a failed try.
+            let fatal = matches!(
+                e,
+                LlmError::Budget(_)
+                    | LlmError::Auth { .. }
+                    | LlmError::NotFound { .. }
+                    | LlmError::MissingKey { .. }
+                    | LlmError::Config(_)
+                    | LlmError::NoRecordedAnswer { .. }
+            );
+            Err((e.to_string(), fatal))
+        }
+    };
+    (row, outcome)
+}
+
+/// Evaluates a solution on a device of the pool (on a worker): waits for a device (first come,
+/// first served), points the evaluation at it, and frees it when done, whatever happens.
+/// Returns the device's label and the evaluation.
+pub(crate) fn evaluate_on_device(
+    task: &Task,
+    solution: &Solution,
+    mut opts: EvalOptions,
+    pool: &DevicePool,
+) -> (String, Result<Evaluation, EvalError>) {
+    let lease = pool.lease();
+    // The evaluation's child inherits this process's environment, so the GPU is named as this
+    // process numbers it. A candidate whose backend cannot run there (a C kernel in a GPU
+    // task) keeps its backend's default device.
+    if let Some(device) = lease.cuda_device() {
+        if ksearch_eval::backend_for(&solution.spec.language, Some(&device)).is_ok() {
+            opts.device = Some(device);
+        }
+    }
+    let notify = |m: &str| eprintln!("ksearch: {m}");
+    let result = evaluate(task, solution, &opts, &notify);
+    (lease.label(), result)
+}
