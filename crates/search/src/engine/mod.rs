@@ -4,15 +4,19 @@
 //! [`Engine::pending`], the oldest of them) what to serve, serves it, appends the resulting
 //! [`Event`] to the run store, then hands it to [`Engine::apply`]. With `parallel` > 1 several
 //! requests can be outstanding at once; an event answers any of them by id, and the order of
-//! the log is the truth (docs/engine.md, "Parallel requests"). Replaying the stored events into a fresh engine rebuilds the same state,
-//! which is how `resume` and `replay` work. Everything here is pure: no clock, no I/O, and no
-//! randomness beyond a PRNG seeded from the config and advanced only while applying events.
+//! the log is the truth (docs/engine.md, "Parallel requests"). Replaying the stored events
+//! into a fresh engine rebuilds the same state, which is how `resume` and `replay` work.
+//! Everything here is pure: no clock, no I/O, and no randomness beyond a PRNG seeded from the
+//! config and advanced only while applying events.
 //!
-//! Three strategies share the round budget and the final re-measurement: `world-model` (this
-//! file), `refine` (refine.rs) and `evolve` (evolve.rs); the latter two never call the planner.
+//! Three strategies share the round budget and the final re-measurement (finish.rs):
+//! `world-model` (cycles.rs, with the event handlers here), `refine` (refine.rs) and `evolve`
+//! (evolve.rs); the latter two never call the planner.
 
 mod candidates;
+mod cycles;
 mod evolve;
+mod finish;
 mod knob_sweep;
 mod prompts;
 mod protocol;
@@ -26,9 +30,8 @@ pub use protocol::{
     WorkloadSummary,
 };
 
-use crate::world_model::{ComputedSignals, Exploration, NodeId, SolutionRef, WorldModel};
-use ksearch_llm::extract::{code_files, first_json_object, retry_instruction};
-use ksearch_llm::Message;
+use crate::world_model::{ComputedSignals, NodeId, SolutionRef, WorldModel};
+use ksearch_llm::extract::code_files;
 use std::collections::HashMap;
 
 /// A driver fed the engine something it did not ask for, or the engine's own invariants broke.
@@ -443,168 +446,6 @@ impl Engine {
         );
     }
 
-    // --- planner ------------------------------------------------------------------------------
-
-    fn request_plan(&mut self, plan: PlanKind, feedback: Option<String>) -> Result<(), EngineError> {
-        if feedback.is_none() {
-            self.planner_try = 0;
-        }
-        let user = render::plan_prompt(self, &plan, feedback.as_deref()).map_err(EngineError::Internal)?;
-        let system = render::planner_system(self).map_err(EngineError::Internal)?;
-        let id = self.next_id();
-        self.issue(
-            Request::Plan {
-                id,
-                plan,
-                messages: vec![Message::system(system), Message::user(user)],
-            },
-            self.round,
-        );
-        Ok(())
-    }
-
-    /// A planner answer (or the failure to get one).
-    fn on_planner(&mut self, answer: Result<&String, &String>) -> Result<(), EngineError> {
-        let Some(Request::Plan { plan, .. }) = self.answering.clone().map(|a| a.request) else {
-            return Err(EngineError::Internal("planner answer without a plan request".into()));
-        };
-        let outcome = match answer {
-            Ok(text) => self.apply_plan(&plan, text),
-            Err(error) => Err(format!("the request failed: {error}")),
-        };
-        match outcome {
-            Ok(()) => self.after_plan(&plan),
-            Err(feedback) => {
-                self.planner_try += 1;
-                if self.planner_try < self.config.planner_tries {
-                    self.request_plan(plan, Some(feedback))
-                } else {
-                    // Give up on this planner step; the search goes on with the tree as it is.
-                    self.after_plan(&plan)
-                }
-            }
-        }
-    }
-
-    /// Parses and applies a planner answer; `Err` carries the feedback for a re-ask.
-    fn apply_plan(&mut self, plan: &PlanKind, text: &str) -> Result<(), String> {
-        let value = first_json_object(text).map_err(|e| retry_instruction(&e, "one JSON object as described"))?;
-        let mut trial = self.wm.clone();
-        trial.apply_value(&value, self.round).map_err(|errors| {
-            let list: Vec<String> = errors.iter().map(|e| format!("- {e}")).collect();
-            format!(
-                "Your edit script was rejected as a whole (nothing was applied):\n{}\nResend the complete, corrected answer.",
-                list.join("\n")
-            )
-        })?;
-        if *plan == PlanKind::Init && trial.frontier().is_empty() {
-            return Err(
-                "Your answer created no action the coder could implement. Insert three alternative first \
-                        steps under \"root\", each with an `action`."
-                    .to_string(),
-            );
-        }
-        self.wm = trial;
-        Ok(())
-    }
-
-    fn after_plan(&mut self, plan: &PlanKind) -> Result<(), EngineError> {
-        match plan {
-            PlanKind::Init if self.wm.frontier().is_empty() => {
-                self.stop_reason = Some("the planner gave no valid initial plan".into());
-                self.finalize()
-            }
-            PlanKind::Propose => self.start_cycle(false),
-            _ => self.start_cycle(true),
-        }
-    }
-
-    // --- cycles ------------------------------------------------------------------------------
-
-    fn start_cycle(&mut self, may_propose: bool) -> Result<(), EngineError> {
-        if self.round >= self.config.rounds {
-            return self.finalize();
-        }
-        let frontier = self.wm.frontier().len();
-        let best_has_open_child = match self.wm.tree().best_solved() {
-            Some(best) => self
-                .wm
-                .tree()
-                .children(&best.node_id)
-                .iter()
-                .any(|c| c.is_open_action()),
-            None => true,
-        };
-        if may_propose && (frontier < self.config.min_frontier || !best_has_open_child) {
-            let why = if frontier < self.config.min_frontier {
-                format!("only {frontier} open action(s) can be selected now")
-            } else {
-                "the best solved node has no open next step".to_string()
-            };
-            self.propose_reason = why;
-            return self.request_plan(PlanKind::Propose, None);
-        }
-        let exploration = (self.config.exploration > 0.0).then_some(Exploration {
-            c: self.config.exploration,
-            visits: &self.visits,
-        });
-        let Some(node_id) = self.wm.select_action(self.config.difficulty_cap, exploration) else {
-            if may_propose {
-                self.propose_reason = format!("no open action has difficulty <= {}", self.config.difficulty_cap);
-                return self.request_plan(PlanKind::Propose, None);
-            }
-            self.stop_reason = Some("no action is left to try".into());
-            return self.finalize();
-        };
-        self.cycle_count += 1;
-        *self.visits.entry(node_id.clone()).or_insert(0) += 1;
-        let _ = self.wm.set_active_leaf(&node_id);
-        let base = self.base_for(&node_id);
-        self.cycle = Some(Cycle {
-            node_id,
-            base,
-            attempts: Vec::new(),
-            best: None,
-            stale: 0,
-        });
-        self.request_code(CodeKind::Action)
-    }
-
-    /// The code a node's action builds on: the nearest solved ancestor's candidate.
-    fn base_for(&self, node_id: &str) -> Option<i64> {
-        let path = self.wm.tree().path_to(node_id);
-        path.iter()
-            .rev()
-            .skip(1)
-            .find_map(|n| n.solution_ref.as_ref().map(|s| s.candidate_id))
-    }
-
-    fn request_code(&mut self, kind: CodeKind) -> Result<(), EngineError> {
-        let Some(cycle) = self.cycle.clone() else {
-            return Err(EngineError::Internal("code request outside a cycle".into()));
-        };
-        self.round += 1;
-        let user = render::code_prompt(self, kind, &cycle.node_id).map_err(EngineError::Internal)?;
-        let system = render::coder_system(self).map_err(EngineError::Internal)?;
-        let id = self.next_id();
-        let base_candidate = match kind {
-            CodeKind::Action => cycle.base,
-            CodeKind::Debug => cycle.attempts.last().and_then(|a| a.candidate).or(cycle.base),
-            CodeKind::Improve => cycle.best,
-        };
-        self.issue(
-            Request::Code {
-                id,
-                code: kind,
-                node_id: cycle.node_id,
-                base_candidate,
-                messages: vec![Message::system(system), Message::user(user)],
-            },
-            self.round,
-        );
-        Ok(())
-    }
-
     fn on_coder(&mut self, answer: Result<&String, &String>) -> Result<(), EngineError> {
         let Some(Request::Code {
             code,
@@ -728,54 +569,6 @@ impl Engine {
         self.after_attempt()
     }
 
-    fn after_attempt(&mut self) -> Result<(), EngineError> {
-        let Some(cycle) = self.cycle.clone() else {
-            return Err(EngineError::Internal("attempt outside a cycle".into()));
-        };
-        let budget_spent = self.round >= self.config.rounds;
-        if budget_spent || cycle.stale >= self.config.stagnation_window {
-            return self.end_cycle(budget_spent);
-        }
-        self.request_code(if cycle.best.is_some() {
-            CodeKind::Improve
-        } else {
-            CodeKind::Debug
-        })
-    }
-
-    fn end_cycle(&mut self, then_finalize: bool) -> Result<(), EngineError> {
-        let Some(cycle) = self.cycle.take() else {
-            return Err(EngineError::Internal("end of a cycle that did not start".into()));
-        };
-        let next = match cycle.best {
-            Some(best) => {
-                let solution = self.solution_ref(best);
-                self.wm
-                    .attach_solution(&cycle.node_id, solution, self.round)
-                    .map_err(|e| EngineError::Internal(e.to_string()))?;
-                PlanKind::Refine {
-                    node_id: cycle.node_id.clone(),
-                }
-            }
-            None => {
-                let reason = render::last_failure(self, &cycle.attempts);
-                self.wm
-                    .mark_too_hard(&cycle.node_id, reason, self.round)
-                    .map_err(|e| EngineError::Internal(e.to_string()))?;
-                PlanKind::TooHard {
-                    node_id: cycle.node_id.clone(),
-                }
-            }
-        };
-        // The planner's refine/too-hard prompt describes the cycle that just ended.
-        self.last_cycle = Some(cycle);
-        if then_finalize {
-            self.finalize()
-        } else {
-            self.request_plan(next, None)
-        }
-    }
-
     fn solution_ref(&self, candidate_id: i64) -> SolutionRef {
         let result = self.candidate(candidate_id).and_then(|c| c.result.as_ref());
         let latency_ns = result
@@ -817,82 +610,5 @@ impl Engine {
             round: self.round,
         };
         let _ = self.wm.set_signals(signals);
-    }
-
-    // --- the end -------------------------------------------------------------------------------
-
-    fn finalize(&mut self) -> Result<(), EngineError> {
-        // Only a fatal failure finalizes with other requests still out: their answers would
-        // come too late to matter, so they are dropped (an event answering one is refused).
-        self.outstanding.clear();
-        if let Some(cycle) = self.cycle.take() {
-            // A cycle cut short by the budget still leaves its evidence in the tree.
-            if let Some(best) = cycle.best {
-                let solution = self.solution_ref(best);
-                let _ = self.wm.attach_solution(&cycle.node_id, solution, self.round);
-            }
-            self.last_cycle = Some(cycle);
-        }
-        self.phase = Phase::Finalizing;
-        let mut passing: Vec<&Candidate> = self.candidates.iter().filter(|c| c.passed()).collect();
-        passing.sort_by(|a, b| {
-            b.speedup()
-                .partial_cmp(&a.speedup())
-                .unwrap_or(std::cmp::Ordering::Equal)
-                .then(a.id.cmp(&b.id))
-        });
-        self.final_queue = passing
-            .iter()
-            .take(self.config.final_top_k)
-            .map(|c| c.id)
-            .rev()
-            .collect();
-        self.next_final()
-    }
-
-    /// Issues re-measurements up to `parallel` at once; finishes when none is left or out.
-    fn next_final(&mut self) -> Result<(), EngineError> {
-        while self.outstanding.len() < self.parallel() {
-            let Some(id) = self.final_queue.pop() else { break };
-            self.request_evaluation(id, Purpose::Final);
-        }
-        if self.outstanding.is_empty() {
-            self.finish_now();
-        }
-        Ok(())
-    }
-
-    /// Ranks by the final re-measurement (falling back to the search's numbers when no final
-    /// measurement passed) and ends the run.
-    fn finish_now(&mut self) {
-        let by_final = self
-            .candidates
-            .iter()
-            .filter_map(|c| {
-                c.final_result
-                    .as_ref()
-                    .filter(|r| r.passed())
-                    .and_then(|r| r.speedup)
-                    .map(|s| (c.id, s))
-            })
-            .fold(None, |best: Option<(i64, f64)>, (id, s)| match best {
-                Some((_, bs)) if bs >= s => best,
-                _ => Some((id, s)),
-            });
-        let best = by_final.map(|(id, _)| id).or_else(|| self.best().map(|c| c.id));
-        let reason = self.stop_reason.clone().unwrap_or_else(|| {
-            if self.round >= self.config.rounds {
-                format!("the round budget ({}) is spent", self.config.rounds)
-            } else {
-                "the search ended".to_string()
-            }
-        });
-        self.phase = Phase::Finished;
-        self.outstanding.clear();
-        self.final_queue.clear();
-        self.finished = Some(Request::Finished {
-            best_candidate: best,
-            reason,
-        });
     }
 }

@@ -1,0 +1,219 @@
+//! The `world-model` strategy's steps: planner requests and answers, and cycles (select an
+//! action, code rounds, end the cycle with the evidence), as docs/engine.md, "The loop", describes.
+
+use super::{render, CodeKind, Cycle, Engine, EngineError, PlanKind, Request};
+use crate::world_model::Exploration;
+use ksearch_llm::extract::{first_json_object, retry_instruction};
+use ksearch_llm::Message;
+
+impl Engine {
+    // --- planner ------------------------------------------------------------------------------
+
+    pub(super) fn request_plan(&mut self, plan: PlanKind, feedback: Option<String>) -> Result<(), EngineError> {
+        if feedback.is_none() {
+            self.planner_try = 0;
+        }
+        let user = render::plan_prompt(self, &plan, feedback.as_deref()).map_err(EngineError::Internal)?;
+        let system = render::planner_system(self).map_err(EngineError::Internal)?;
+        let id = self.next_id();
+        self.issue(
+            Request::Plan {
+                id,
+                plan,
+                messages: vec![Message::system(system), Message::user(user)],
+            },
+            self.round,
+        );
+        Ok(())
+    }
+
+    /// A planner answer (or the failure to get one).
+    pub(super) fn on_planner(&mut self, answer: Result<&String, &String>) -> Result<(), EngineError> {
+        let Some(Request::Plan { plan, .. }) = self.answering.clone().map(|a| a.request) else {
+            return Err(EngineError::Internal("planner answer without a plan request".into()));
+        };
+        let outcome = match answer {
+            Ok(text) => self.apply_plan(&plan, text),
+            Err(error) => Err(format!("the request failed: {error}")),
+        };
+        match outcome {
+            Ok(()) => self.after_plan(&plan),
+            Err(feedback) => {
+                self.planner_try += 1;
+                if self.planner_try < self.config.planner_tries {
+                    self.request_plan(plan, Some(feedback))
+                } else {
+                    // Give up on this planner step; the search goes on with the tree as it is.
+                    self.after_plan(&plan)
+                }
+            }
+        }
+    }
+
+    /// Parses and applies a planner answer; `Err` carries the feedback for a re-ask.
+    pub(super) fn apply_plan(&mut self, plan: &PlanKind, text: &str) -> Result<(), String> {
+        let value = first_json_object(text).map_err(|e| retry_instruction(&e, "one JSON object as described"))?;
+        let mut trial = self.wm.clone();
+        trial.apply_value(&value, self.round).map_err(|errors| {
+            let list: Vec<String> = errors.iter().map(|e| format!("- {e}")).collect();
+            format!(
+                "Your edit script was rejected as a whole (nothing was applied):\n{}\nResend the complete, corrected answer.",
+                list.join("\n")
+            )
+        })?;
+        if *plan == PlanKind::Init && trial.frontier().is_empty() {
+            return Err(
+                "Your answer created no action the coder could implement. Insert three alternative first \
+                        steps under \"root\", each with an `action`."
+                    .to_string(),
+            );
+        }
+        self.wm = trial;
+        Ok(())
+    }
+
+    pub(super) fn after_plan(&mut self, plan: &PlanKind) -> Result<(), EngineError> {
+        match plan {
+            PlanKind::Init if self.wm.frontier().is_empty() => {
+                self.stop_reason = Some("the planner gave no valid initial plan".into());
+                self.finalize()
+            }
+            PlanKind::Propose => self.start_cycle(false),
+            _ => self.start_cycle(true),
+        }
+    }
+
+    // --- cycles ------------------------------------------------------------------------------
+
+    pub(super) fn start_cycle(&mut self, may_propose: bool) -> Result<(), EngineError> {
+        if self.round >= self.config.rounds {
+            return self.finalize();
+        }
+        let frontier = self.wm.frontier().len();
+        let best_has_open_child = match self.wm.tree().best_solved() {
+            Some(best) => self
+                .wm
+                .tree()
+                .children(&best.node_id)
+                .iter()
+                .any(|c| c.is_open_action()),
+            None => true,
+        };
+        if may_propose && (frontier < self.config.min_frontier || !best_has_open_child) {
+            let why = if frontier < self.config.min_frontier {
+                format!("only {frontier} open action(s) can be selected now")
+            } else {
+                "the best solved node has no open next step".to_string()
+            };
+            self.propose_reason = why;
+            return self.request_plan(PlanKind::Propose, None);
+        }
+        let exploration = (self.config.exploration > 0.0).then_some(Exploration {
+            c: self.config.exploration,
+            visits: &self.visits,
+        });
+        let Some(node_id) = self.wm.select_action(self.config.difficulty_cap, exploration) else {
+            if may_propose {
+                self.propose_reason = format!("no open action has difficulty <= {}", self.config.difficulty_cap);
+                return self.request_plan(PlanKind::Propose, None);
+            }
+            self.stop_reason = Some("no action is left to try".into());
+            return self.finalize();
+        };
+        self.cycle_count += 1;
+        *self.visits.entry(node_id.clone()).or_insert(0) += 1;
+        let _ = self.wm.set_active_leaf(&node_id);
+        let base = self.base_for(&node_id);
+        self.cycle = Some(Cycle {
+            node_id,
+            base,
+            attempts: Vec::new(),
+            best: None,
+            stale: 0,
+        });
+        self.request_code(CodeKind::Action)
+    }
+
+    /// The code a node's action builds on: the nearest solved ancestor's candidate.
+    pub(super) fn base_for(&self, node_id: &str) -> Option<i64> {
+        let path = self.wm.tree().path_to(node_id);
+        path.iter()
+            .rev()
+            .skip(1)
+            .find_map(|n| n.solution_ref.as_ref().map(|s| s.candidate_id))
+    }
+
+    pub(super) fn request_code(&mut self, kind: CodeKind) -> Result<(), EngineError> {
+        let Some(cycle) = self.cycle.clone() else {
+            return Err(EngineError::Internal("code request outside a cycle".into()));
+        };
+        self.round += 1;
+        let user = render::code_prompt(self, kind, &cycle.node_id).map_err(EngineError::Internal)?;
+        let system = render::coder_system(self).map_err(EngineError::Internal)?;
+        let id = self.next_id();
+        let base_candidate = match kind {
+            CodeKind::Action => cycle.base,
+            CodeKind::Debug => cycle.attempts.last().and_then(|a| a.candidate).or(cycle.base),
+            CodeKind::Improve => cycle.best,
+        };
+        self.issue(
+            Request::Code {
+                id,
+                code: kind,
+                node_id: cycle.node_id,
+                base_candidate,
+                messages: vec![Message::system(system), Message::user(user)],
+            },
+            self.round,
+        );
+        Ok(())
+    }
+
+    pub(super) fn after_attempt(&mut self) -> Result<(), EngineError> {
+        let Some(cycle) = self.cycle.clone() else {
+            return Err(EngineError::Internal("attempt outside a cycle".into()));
+        };
+        let budget_spent = self.round >= self.config.rounds;
+        if budget_spent || cycle.stale >= self.config.stagnation_window {
+            return self.end_cycle(budget_spent);
+        }
+        self.request_code(if cycle.best.is_some() {
+            CodeKind::Improve
+        } else {
+            CodeKind::Debug
+        })
+    }
+
+    pub(super) fn end_cycle(&mut self, then_finalize: bool) -> Result<(), EngineError> {
+        let Some(cycle) = self.cycle.take() else {
+            return Err(EngineError::Internal("end of a cycle that did not start".into()));
+        };
+        let next = match cycle.best {
+            Some(best) => {
+                let solution = self.solution_ref(best);
+                self.wm
+                    .attach_solution(&cycle.node_id, solution, self.round)
+                    .map_err(|e| EngineError::Internal(e.to_string()))?;
+                PlanKind::Refine {
+                    node_id: cycle.node_id.clone(),
+                }
+            }
+            None => {
+                let reason = render::last_failure(self, &cycle.attempts);
+                self.wm
+                    .mark_too_hard(&cycle.node_id, reason, self.round)
+                    .map_err(|e| EngineError::Internal(e.to_string()))?;
+                PlanKind::TooHard {
+                    node_id: cycle.node_id.clone(),
+                }
+            }
+        };
+        // The planner's refine/too-hard prompt describes the cycle that just ended.
+        self.last_cycle = Some(cycle);
+        if then_finalize {
+            self.finalize()
+        } else {
+            self.request_plan(next, None)
+        }
+    }
+}
