@@ -8,6 +8,7 @@ mod doctor_cmd;
 mod driver;
 mod eval_cmd;
 mod format;
+mod import_cmd;
 mod kb_cmd;
 mod knowledge;
 mod mcp_cmd;
@@ -60,6 +61,9 @@ enum Command {
     Agent(agent_cmd::AgentCommand),
     /// Agent mode as MCP tools over stdio, for coding agents (Claude Code, Codex, Cursor, ...).
     Mcp(mcp_cmd::McpArgs),
+    /// Turn a KernelBench problem or a GPU MODE task into a ksearch task folder.
+    #[command(subcommand)]
+    Import(import_cmd::ImportCommand),
 }
 
 /// Exit codes of the command-line contract.
@@ -79,6 +83,7 @@ fn main() -> ExitCode {
         Command::Kb(command) => kb_cmd::run(&command),
         Command::Doctor => doctor_cmd::run(),
         Command::Mcp(args) => mcp_cmd::run(&args),
+        Command::Import(command) => import_cmd::run(&command),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,0 +1,572 @@
+//! GPU MODE task folders: task.yml (`files`, `lang`, `tests` and `benchmarks` as argument
+//! dicts), reference.py (`ref_kernel(data)`, `generate_input(**args)`, `check_implementation`),
+//! submissions exposing `custom_kernel(data)`.
+
+use crate::axes::{self, Hint};
+use crate::draws::{self, Draw};
+use crate::emit::{self, Folder};
+use crate::error::ImportError;
+use crate::probe::{self, GpuModeProbe, Value};
+use crate::{Imported, Options};
+use indexmap::IndexMap;
+use ksearch_spec::{DType, Definition};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+#[derive(Deserialize)]
+struct TaskYml {
+    #[serde(default)]
+    files: Vec<FileEntry>,
+    #[serde(default)]
+    lang: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    tests: Vec<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default)]
+    benchmarks: Vec<serde_json::Map<String, serde_json::Value>>,
+}
+
+#[derive(Deserialize)]
+struct FileEntry {
+    name: String,
+    source: String,
+}
+
+/// A helper module of the folder (task.py, utils.py): its file, or `None` for ksearch's stub.
+struct Helper {
+    name: String,
+    path: Option<PathBuf>,
+}
+
+/// Imports the GPU MODE task folder `folder` into `opts.out`.
+pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportError> {
+    let yml_path = folder.join("task.yml");
+    let yml_file = crate::shown(&yml_path);
+    if !folder.is_dir() {
+        return Err(ImportError::io(
+            folder,
+            std::io::Error::other("is not a folder (a GPU MODE task folder holds task.yml)"),
+        ));
+    }
+    let text = std::fs::read_to_string(&yml_path).map_err(|e| ImportError::io(&yml_path, e))?;
+    let bad = |field: &str, message: String| ImportError::TaskYml {
+        file: yml_file.clone(),
+        field: field.to_string(),
+        message,
+    };
+    let yml: TaskYml = yaml_serde::from_str(&text).map_err(|e| bad("", format!("not a valid task.yml: {e}")))?;
+    match yml.lang.as_deref() {
+        None | Some("py") => {}
+        Some(other) => {
+            return Err(bad(
+                "lang",
+                format!(
+                    "'{other}': only Python tasks (lang \"py\", submissions defining custom_kernel) can be imported"
+                ),
+            ))
+        }
+    }
+    let mut calls: Vec<(String, serde_json::Map<String, serde_json::Value>)> = Vec::new();
+    for (list, entries) in [("tests", &yml.tests), ("benchmarks", &yml.benchmarks)] {
+        for (i, args) in entries.iter().enumerate() {
+            if let Some((k, v)) = args.iter().find(|(_, v)| v.is_array() || v.is_object() || v.is_null()) {
+                return Err(bad(
+                    &format!("{list}[{i}].{k}"),
+                    format!("{v} is not a number, string or boolean"),
+                ));
+            }
+            let singular = list.trim_end_matches('s');
+            calls.push((format!("{singular}-{i}"), args.clone()));
+        }
+    }
+    if calls.is_empty() {
+        return Err(bad(
+            "tests",
+            "lists no tests and no benchmarks; each becomes a workload".into(),
+        ));
+    }
+
+    let (reference_path, helpers) = resolve_files(folder, &yml.files, &bad)?;
+    let reference_file = crate::shown(&reference_path);
+    let reference = std::fs::read_to_string(&reference_path).map_err(|e| ImportError::io(&reference_path, e))?;
+    let absolute = |p: &Path| std::fs::canonicalize(p).map_err(|e| ImportError::io(p, e));
+    let mut modules = serde_json::Map::new();
+    let mut helper_sources: Vec<(String, String)> = Vec::new();
+    for h in &helpers {
+        match &h.path {
+            Some(p) => {
+                modules.insert(h.name.clone(), absolute(p)?.display().to_string().into());
+                helper_sources.push((
+                    h.name.clone(),
+                    std::fs::read_to_string(p).map_err(|e| ImportError::io(p, e))?,
+                ));
+            }
+            None => {
+                modules.insert(h.name.clone(), serde_json::Value::Null);
+                helper_sources.push((h.name.clone(), stub(&h.name).to_string()));
+            }
+        }
+    }
+    let request = serde_json::json!({
+        "kind": "gpumode",
+        "file": absolute(&reference_path)?.display().to_string(),
+        "modules": modules,
+        "calls": calls.iter().map(|(_, a)| serde_json::Value::Object(a.clone())).collect::<Vec<_>>(),
+    });
+    let found: GpuModeProbe = probe::run(&reference_path, request, opts)?;
+    let unsupported = |message: String| ImportError::Unsupported {
+        file: reference_file.clone(),
+        message,
+    };
+    check_consistent(&found, &calls).map_err(unsupported)?;
+    let first = &found.calls[0];
+    let bare = first.bare;
+    let inputs = crate::input_names(found.input_names.as_deref(), first.inputs.len());
+    let outputs = crate::output_names(first.outputs.len(), &inputs);
+
+    // Axes over all workloads, named after the test arguments where they match.
+    let mut tensors = Vec::new();
+    for (j, name) in inputs.iter().enumerate() {
+        if matches!(first.inputs[j], Value::Tensor { .. }) {
+            tensors.push((name.clone(), found.calls.iter().map(|c| shape(&c.inputs[j])).collect()));
+        }
+    }
+    for (j, name) in outputs.iter().enumerate() {
+        tensors.push((name.clone(), found.calls.iter().map(|c| shape(&c.outputs[j])).collect()));
+    }
+    let mut keys: Vec<&String> = Vec::new();
+    for (_, args) in &calls {
+        for k in args.keys() {
+            if !keys.contains(&k) && k != "seed" {
+                keys.push(k);
+            }
+        }
+    }
+    let hints: Vec<Hint> = keys
+        .iter()
+        .filter_map(|k| {
+            let values: Option<Vec<i64>> = calls.iter().map(|(_, a)| a.get(*k).and_then(|v| v.as_i64())).collect();
+            Some(Hint {
+                name: (*k).clone(),
+                values: values?,
+                source: format!("the '{k}' argument of the tests and benchmarks"),
+            })
+        })
+        .collect();
+    let plan = axes::plan(&tensors, &hints, calls.len()).map_err(unsupported)?;
+
+    let dtype = |v: &Value, what: &str| -> Result<DType, ImportError> {
+        let name = match v {
+            Value::Tensor { dtype, .. } | Value::Scalar { dtype, .. } => dtype,
+        };
+        draws::dtype(name).ok_or_else(|| unsupported(format!("{what} has dtype {name}, which ksearch has no name for")))
+    };
+    let mut def_inputs = IndexMap::new();
+    let mut chosen: Vec<(String, Draw)> = Vec::new();
+    for (j, name) in inputs.iter().enumerate() {
+        let what = if bare {
+            "what generate_input returns".to_string()
+        } else {
+            format!("element {j} of the tuple generate_input returns")
+        };
+        let d = dtype(&first.inputs[j], &what)?;
+        if matches!(first.inputs[j], Value::Tensor { .. }) {
+            def_inputs.insert(name.clone(), crate::tensor_spec(plan.shapes[name].clone(), d, what));
+            let made: Vec<&Value> = found.calls.iter().map(|c| &c.inputs[j]).collect();
+            chosen.push((name.clone(), draws::choose(name, d, &made, &plan, "generate_input")));
+        } else {
+            def_inputs.insert(name.clone(), crate::scalar_spec(d, what));
+        }
+    }
+    let mut def_outputs = IndexMap::new();
+    let mut output_dtypes: Vec<DType> = Vec::new();
+    for (j, name) in outputs.iter().enumerate() {
+        let what = format!("ref_kernel's output {j}");
+        let d = dtype(&first.outputs[j], &what)?;
+        if !output_dtypes.contains(&d) {
+            output_dtypes.push(d);
+        }
+        def_outputs.insert(name.clone(), crate::tensor_spec(plan.shapes[name].clone(), d, what));
+    }
+
+    // Workloads: one per test and benchmark, without repeats of the same sizes.
+    let mut workloads: Vec<serde_json::Value> = Vec::new();
+    let mut seen: Vec<serde_json::Value> = Vec::new();
+    let mut repeats = 0;
+    for (w, (uuid, _)) in calls.iter().enumerate() {
+        let mut given = serde_json::Map::new();
+        for (j, name) in inputs.iter().enumerate() {
+            if let Value::Scalar { value, .. } = &found.calls[w].inputs[j] {
+                given.insert(name.clone(), serde_json::json!({"type": "scalar", "value": value}));
+            }
+        }
+        let key = serde_json::json!([plan.var_values[w], given]);
+        if seen.contains(&key) {
+            repeats += 1;
+            continue;
+        }
+        seen.push(key);
+        workloads.push(serde_json::json!({"uuid": uuid, "axes": plan.var_values[w], "inputs": given}));
+    }
+
+    let folder_name = folder
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
+        .unwrap_or_else(|| "gpumode_task".into());
+    let def_name: String = opts
+        .name
+        .clone()
+        .unwrap_or(folder_name.clone())
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let description = format!(
+        "GPU MODE task {folder_name}: ref_kernel(data) of its reference.py, where data is {}. {}",
+        if bare {
+            "the tensor generate_input returns".to_string()
+        } else {
+            format!("the tuple ({}) generate_input returns", inputs.join(", "))
+        },
+        yml.description.as_deref().unwrap_or("").trim()
+    );
+    let prelude = prelude(&helper_sources);
+    let call_args = if bare {
+        inputs[0].clone()
+    } else if inputs.len() == 1 {
+        format!("({},)", inputs[0])
+    } else {
+        format!("({})", inputs.join(", "))
+    };
+    let reference_src = format!(
+        "{}{prelude}\n_ksearch_reference = _ksearch_types.ModuleType(\"ksearch_gpumode_reference\")\n\
+         _ksearch_reference.__file__ = \"reference.py\"\n\
+         exec(compile({}, \"reference.py\", \"exec\"), _ksearch_reference.__dict__)\n\n\n\
+         def run({}):\n    return _ksearch_reference.ref_kernel({call_args})\n",
+        emit::comment(&format!(
+            "Imported from GPU MODE task {folder_name} by `ksearch import gpumode`. run(**inputs) calls reference.py's \
+             ref_kernel on the inputs as generate_input returns them; reference.py runs in a module of its own, after \
+             the folder's helper modules are registered."
+        )),
+        emit::py_str(&reference),
+        inputs.join(", ")
+    );
+    let definition = Definition {
+        name: def_name.clone(),
+        op_type: "gpumode".into(),
+        description: Some(description.trim().to_string()),
+        tags: vec!["source:gpumode".into()],
+        axes: plan.axes.clone(),
+        constraints: Vec::new(),
+        inputs: def_inputs,
+        outputs: def_outputs,
+        reference: reference_src,
+    };
+    let seed = format!(
+        "{}{prelude}\n{}\n\n\n# --- added by ksearch import ---\ncustom_kernel = ref_kernel\n",
+        emit::comment(&format!(
+            "Imported from GPU MODE task {folder_name} by `ksearch import gpumode`: reference.py's ref_kernel as the \
+             starting candidate custom_kernel(data). The folder's helper modules (task, utils) are registered first, \
+             so GPU MODE submissions' `from task import ...` works."
+        )),
+        reference.trim_end()
+    );
+
+    let mut checks_list: Vec<String> = found.notes.clone();
+    if found.engine == "stand-in" {
+        checks_list.push(
+            "shapes were found with ksearch's stand-in for PyTorch (no PyTorch here); bench/import_check.sh \
+             re-imports with PyTorch and evaluates the seed"
+                .into(),
+        );
+    }
+    for h in &helpers {
+        if h.path.is_none() {
+            checks_list.push(format!(
+                "{}.py is not in the folder: ksearch wrote a stub module for it (docs/importers.md)",
+                h.name
+            ));
+        }
+    }
+    checks_list.extend(chosen.iter().filter_map(|(_, d)| d.note.clone()));
+    let (tolerance_toml, tolerance_note) = tolerance(&found, &output_dtypes);
+    checks_list.push(tolerance_note);
+    checks_list.push(
+        "generate_input's seed argument is not used: ksearch draws its own inputs per trial and timing call; the \
+         reference runs ref_kernel on CPU tensors (GPU MODE runs it on the GPU)"
+            .into(),
+    );
+    if repeats > 0 {
+        checks_list.push(format!(
+            "{repeats} test(s) or benchmark(s) repeated the sizes of an earlier one and were left out"
+        ));
+    }
+    checks_list.push(
+        "not carried over: the timeouts, ranking (ranking_by), templates and eval.py of task.yml; every test and \
+         benchmark is a workload, timed alike"
+            .into(),
+    );
+    let calling = if bare { "returns" } else { "tuple" };
+    let task_toml = task_toml(&folder_name, &found.engine, &chosen, &tolerance_toml, calling);
+
+    let folder_out = Folder {
+        definition,
+        workloads: workloads.clone(),
+        task_toml,
+        files: vec![("seed.py".into(), seed)],
+    };
+    let task = folder_out.write(&opts.out, opts.force)?;
+    let written = vec![
+        (
+            "definition.json".to_string(),
+            format!(
+                "{def_name}: inputs {}; outputs {}; axes {}",
+                inputs.join(", "),
+                outputs.join(", "),
+                plan.axes.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        ),
+        (
+            "workloads.jsonl".into(),
+            format!(
+                "{} workloads from {} tests and {} benchmarks",
+                workloads.len(),
+                yml.tests.len(),
+                yml.benchmarks.len()
+            ),
+        ),
+        (
+            "task.toml".into(),
+            format!("language python, entry custom_kernel, calling {calling}"),
+        ),
+        (
+            "seed.py".into(),
+            "reference.py's ref_kernel as custom_kernel (passes: it is the reference)".into(),
+        ),
+    ];
+    Ok(Imported {
+        task,
+        dir: opts.out.clone(),
+        source: format!("GPU MODE task {}", crate::shown(folder)),
+        engine: found.engine,
+        written,
+        checks: checks_list,
+    })
+}
+
+fn shape(v: &Value) -> Vec<i64> {
+    match v {
+        Value::Tensor { shape, .. } => shape.clone(),
+        Value::Scalar { .. } => Vec::new(),
+    }
+}
+
+/// reference.py and the helper modules, from task.yml's `files` (or the usual names).
+fn resolve_files(
+    folder: &Path,
+    files: &[FileEntry],
+    bad: &dyn Fn(&str, String) -> ImportError,
+) -> Result<(PathBuf, Vec<Helper>), ImportError> {
+    let mut reference = folder.join("reference.py");
+    let mut helpers: Vec<Helper> = Vec::new();
+    if files.is_empty() {
+        for (name, candidates) in [("task", vec!["task.py"]), ("utils", vec!["utils.py", "../utils.py"])] {
+            let path = candidates.iter().map(|c| folder.join(c)).find(|p| p.is_file());
+            helpers.push(Helper {
+                name: name.into(),
+                path,
+            });
+        }
+    }
+    for (i, f) in files.iter().enumerate() {
+        if f.source == "@SUBMISSION@" || matches!(f.name.as_str(), "submission.py" | "eval.py") {
+            continue;
+        }
+        let path = folder.join(&f.source);
+        if f.name == "reference.py" {
+            reference = path;
+            continue;
+        }
+        let Some(stem) = f.name.strip_suffix(".py") else {
+            continue;
+        };
+        if path.is_file() {
+            helpers.push(Helper {
+                name: stem.into(),
+                path: Some(path),
+            });
+        } else if matches!(stem, "task" | "utils") {
+            helpers.push(Helper {
+                name: stem.into(),
+                path: None,
+            });
+        } else {
+            return Err(bad(
+                &format!("files[{i}].source"),
+                format!("'{}' ({}) does not exist", f.source, path.display()),
+            ));
+        }
+    }
+    if !reference.is_file() {
+        return Err(bad(
+            "files",
+            format!("the reference {} does not exist", reference.display()),
+        ));
+    }
+    Ok((reference, helpers))
+}
+
+/// Stand-ins for task.py and utils.py when the folder lacks them.
+fn stub(name: &str) -> &'static str {
+    match name {
+        "task" => "# ksearch's stub for GPU MODE's task.py: type names only.\nimport typing\n\ninput_t = typing.Any\noutput_t = typing.Any\n\n\ndef __getattr__(name):\n    return typing.Any\n",
+        _ => "# ksearch's stub for GPU MODE's utils.py: what reference files call when they load.\n\n\ndef make_match_reference(reference, **kwargs):\n    return lambda data, output: (True, \"\")\n\n\ndef set_seed(seed=42):\n    pass\n",
+    }
+}
+
+/// Python that registers the folder's helper modules under their names.
+fn prelude(helpers: &[(String, String)]) -> String {
+    let mut p = String::from(
+        "import sys as _ksearch_sys\nimport types as _ksearch_types\n\n\n\
+         def _ksearch_module(name, source):\n    \
+         # The GPU MODE folder's helper module `name`, registered so that `from task import ...` works.\n    \
+         module = _ksearch_sys.modules.get(name)\n    \
+         if module is None or getattr(module, \"__ksearch_gpumode__\", None) != source:\n        \
+         module = _ksearch_types.ModuleType(name)\n        module.__file__ = name + \".py\"\n        \
+         module.__ksearch_gpumode__ = source\n        _ksearch_sys.modules[name] = module\n        \
+         exec(compile(source, name + \".py\", \"exec\"), module.__dict__)\n    return module\n\n\n",
+    );
+    for (name, source) in helpers {
+        p.push_str(&format!(
+            "_ksearch_module({}, {})\n",
+            emit::py_str(name),
+            emit::py_str(source)
+        ));
+    }
+    p
+}
+
+/// Every call must give the same number and kinds of values with the same dtypes.
+fn check_consistent(
+    found: &GpuModeProbe,
+    calls: &[(String, serde_json::Map<String, serde_json::Value>)],
+) -> Result<(), String> {
+    let first = found.calls.first().ok_or("the probe returned no calls")?;
+    let kind = |v: &Value| match v {
+        Value::Tensor { dtype, shape, .. } => format!("a {}-D {dtype} tensor", shape.len()),
+        Value::Scalar { dtype, .. } => format!("a {dtype} number"),
+    };
+    for (w, c) in found.calls.iter().enumerate().skip(1) {
+        let name = &calls[w].0;
+        if c.bare != first.bare || c.inputs.len() != first.inputs.len() {
+            return Err(format!(
+                "generate_input returns {} values for {} but {} for {name}",
+                first.inputs.len(),
+                calls[0].0,
+                c.inputs.len()
+            ));
+        }
+        if c.outputs.len() != first.outputs.len() {
+            return Err(format!(
+                "ref_kernel returns {} outputs for {} but {} for {name}",
+                first.outputs.len(),
+                calls[0].0,
+                c.outputs.len()
+            ));
+        }
+        for (j, (a, b)) in first
+            .inputs
+            .iter()
+            .zip(&c.inputs)
+            .chain(first.outputs.iter().zip(&c.outputs))
+            .enumerate()
+        {
+            if kind(a) != kind(b) {
+                return Err(format!(
+                    "value {j} is {} for {} but {} for {name}",
+                    kind(a),
+                    calls[0].0,
+                    kind(b)
+                ));
+            }
+        }
+    }
+    if first.outputs.is_empty() {
+        return Err("ref_kernel returned no tensor".into());
+    }
+    if first.inputs.is_empty() {
+        return Err("generate_input returned an empty tuple".into());
+    }
+    Ok(())
+}
+
+/// task.toml `[tolerance]` tables from check_implementation, and the note about it.
+fn tolerance(found: &GpuModeProbe, dtypes: &[DType]) -> (String, String) {
+    let floats: Vec<DType> = dtypes.iter().copied().filter(|d| draws::is_float(*d)).collect();
+    match &found.tolerance {
+        Some(t) if !t.custom && t.rtol.is_some() && t.atol.is_some() => {
+            let (rtol, atol) = (t.rtol.unwrap_or_default(), t.atol.unwrap_or_default());
+            let origin = if t.defaults.is_empty() {
+                format!("check_implementation = make_match_reference(ref_kernel, rtol={rtol}, atol={atol})")
+            } else {
+                format!(
+                    "check_implementation = make_match_reference(ref_kernel{}), with utils.match_reference's default {}",
+                    t.literal.iter().map(|k| format!(", {k}=...")).collect::<String>(),
+                    t.defaults.join(" and ")
+                )
+            };
+            let mut toml = String::new();
+            for d in &floats {
+                toml.push_str(&format!("\n[tolerance.{d}]\n"));
+                toml.push_str(&emit::comment(&format!("From reference.py: {origin}.")));
+                toml.push_str(&format!("atol = {}\nrtol = {}\n", emit::toml_float(atol), emit::toml_float(rtol)));
+            }
+            let note = format!(
+                "check_implementation is replaced by ksearch's per-element comparison |out - ref| <= atol + rtol * |ref| \
+                 with its tolerances (atol {atol}, rtol {rtol}) for {} outputs",
+                floats.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
+            );
+            (toml, note)
+        }
+        Some(t) if t.custom => (
+            String::new(),
+            format!(
+                "check_implementation is custom code{}, not carried over: ksearch compares every element with its \
+                 default tolerances; set [tolerance.DTYPE] in task.toml to match the original",
+                t.why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default()
+            ),
+        ),
+        _ => (
+            String::new(),
+            "reference.py's check_implementation gives no tolerances ksearch can read: ksearch's default tolerances apply"
+                .into(),
+        ),
+    }
+}
+
+fn task_toml(folder: &str, engine: &str, chosen: &[(String, Draw)], tolerance: &str, calling: &str) -> String {
+    let mut t =
+        emit::comment(&format!(
+        "Imported from GPU MODE task {folder} by `ksearch import gpumode` (shapes found with {}). docs/importers.md \
+         says what is carried over and what is not.",
+        if engine == "stand-in" { "ksearch's stand-in for PyTorch".to_string() } else { engine.to_string() }
+    ));
+    t.push_str("\n[evaluation]\ntrials = 3\n");
+    t.push_str(tolerance);
+    t.push_str(&crate::inputs_toml(chosen));
+    t.push_str("\n[kernel]\nlanguage = \"python\"\nentry = \"custom_kernel\"\n");
+    t.push_str(&emit::comment(if calling == "tuple" {
+        "custom_kernel(data) gets the inputs as one tuple, in generate_input's order, and returns the output."
+    } else {
+        "custom_kernel(data) gets the one tensor generate_input makes, and returns the output."
+    }));
+    t.push_str(&format!("calling = \"{calling}\"\nseed = \"seed.py\"\n"));
+    t
+}
