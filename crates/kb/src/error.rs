@@ -16,6 +16,9 @@ pub enum KbError {
     },
     #[error("no hardware named '{name}' in the knowledge base; known: {available}")]
     UnknownHardware { name: String, available: String },
+    /// A task asks for something its device cannot do (a dialect the device does not run).
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl KbError {

@@ -6,8 +6,8 @@
 
 use crate::error::{Problem, Problems};
 use crate::kinds::{DeviceKind, TargetKind};
+use crate::render::num;
 use serde::{Deserialize, Serialize};
-use std::fmt::Write as _;
 
 /// The data format version this crate reads.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -36,6 +36,10 @@ pub struct HardwareSpec {
     /// Memory technology (`HBM3e`, `unified`), if known.
     #[serde(default)]
     pub memory_type: Option<String>,
+    /// The matrix (tensor) units and how kernels reach them, in one line (`simdgroup_matrix
+    /// 8x8 ...`, `4th-gen tensor cores: wgmma ...`); rendered in prompts.
+    #[serde(default)]
+    pub matrix_units: Option<String>,
     /// Design-relevant facts, one sentence or two each; they go into prompts verbatim.
     #[serde(default)]
     pub notes: Vec<String>,
@@ -58,6 +62,9 @@ pub enum Basis {
     Measured,
     /// Typical of the class of device, approximate (generic CPU caches).
     Typical,
+    /// Computed from other published figures (two dies of a documented chip, ALUs x clock);
+    /// the source must say from what.
+    Derived,
 }
 
 impl Basis {
@@ -67,6 +74,7 @@ impl Basis {
             Basis::VendorPeak => "vendor peak",
             Basis::Measured => "measured",
             Basis::Typical => "typical, approximate",
+            Basis::Derived => "derived from published figures",
         }
     }
 }
@@ -213,6 +221,7 @@ pub(crate) fn has_date(s: &str) -> bool {
 }
 
 const MAX_NOTE_CHARS: usize = 400;
+const MAX_MATRIX_UNITS_CHARS: usize = 200;
 const MAX_NOTES: usize = 8;
 
 impl HardwareSpec {
@@ -252,6 +261,17 @@ impl HardwareSpec {
         if let Some(m) = &self.memory_type {
             if m.trim().is_empty() {
                 p.push("memory_type", "must not be empty when given");
+            }
+        }
+        if let Some(m) = &self.matrix_units {
+            let n = m.chars().count();
+            if m.trim().is_empty() {
+                p.push("matrix_units", "must not be empty when given");
+            } else if n > MAX_MATRIX_UNITS_CHARS {
+                p.push(
+                    "matrix_units",
+                    format!("{n} characters; at most {MAX_MATRIX_UNITS_CHARS} (it goes into prompts)"),
+                );
             }
         }
         for (i, alias) in self.aliases.iter().enumerate() {
@@ -368,210 +388,6 @@ impl HardwareSpec {
         p.into_list()
     }
 
-    /// The device's spec as compact markdown, for prompts. Deterministic.
-    pub fn to_markdown(&self) -> String {
-        let f = &self.figures;
-        let mut out = String::new();
-        let _ = writeln!(out, "## Target hardware: {} (`{}`)", self.display_name, self.name);
-        let targets: Vec<&str> = self.targets.iter().map(|t| t.as_str()).collect();
-        let _ = writeln!(
-            out,
-            "- {} {}, arch {}; kernels in: {}",
-            self.vendor,
-            self.kind,
-            self.arch,
-            targets.join(", ")
-        );
-
-        let mut memory = Vec::new();
-        if let Some(size) = &f.memory_gb {
-            let kind = self.memory_type.as_deref().map(|t| format!(" {t}")).unwrap_or_default();
-            memory.push(format!("{}{}", value_unit(size, "GB"), kind) + tag(size));
-        }
-        if let Some(bw) = &f.memory_bandwidth_gbs {
-            memory.push(format!("bandwidth {}{}", value_unit(bw, "GB/s"), tag(bw)));
-        }
-        if !memory.is_empty() {
-            let _ = writeln!(out, "- memory: {}", memory.join(", "));
-        }
-
-        let mut compute = Vec::new();
-        if let Some(x) = &f.fp32_tflops {
-            compute.push(format!("FP32 {}{}", value_unit(x, "TFLOP/s"), tag(x)));
-        }
-        let tensor: Vec<(&str, &Figure)> = [
-            ("TF32", &f.tensor_tf32_tflops),
-            ("FP16/BF16", &f.tensor_fp16_bf16_tflops),
-            ("FP8", &f.tensor_fp8_tflops),
-        ]
-        .into_iter()
-        .filter_map(|(l, x)| x.as_ref().map(|x| (l, x)))
-        .collect();
-        if !tensor.is_empty() {
-            compute.push(format!("tensor dense {}", group(&tensor, "TFLOP/s")));
-        }
-        if !compute.is_empty() {
-            let _ = writeln!(out, "- compute: {}", compute.join("; "));
-        }
-
-        if let Some(bw) = &f.memory_bandwidth_gbs {
-            let ridges: Vec<String> = [
-                ("FP32", &f.fp32_tflops),
-                ("tensor FP16/BF16", &f.tensor_fp16_bf16_tflops),
-            ]
-            .into_iter()
-            .filter_map(|(l, x)| x.as_ref().map(|x| format!("{l} {}", ridge(x.value, bw.value))))
-            .collect();
-            if !ridges.is_empty() {
-                let _ = writeln!(out, "- ridge point (peak FLOP per DRAM byte): {}", ridges.join(", "));
-            }
-        }
-
-        if !self.measured.is_empty() {
-            let items: Vec<String> = self
-                .measured
-                .iter()
-                .map(|m| format!("{} ~{} {}", m.what, num(m.value), m.unit))
-                .collect();
-            let _ = writeln!(out, "- measured on this device: {}", items.join("; "));
-        }
-
-        let unit = &self.compute_unit;
-        let mut par = Vec::new();
-        if let Some(n) = &f.compute_units {
-            let plural = if n.value == 1.0 { "" } else { "s" };
-            par.push(format!("{}{} {unit}{plural}{}", prefix(n), num(n.value), tag(n)));
-        }
-        if let Some(w) = &f.simd_width {
-            par.push(match self.kind {
-                DeviceKind::Gpu => format!("warp/SIMD-group {} threads{}", num(w.value), tag(w)),
-                DeviceKind::Cpu => format!("{} fp32 lanes per vector{}", num(w.value), tag(w)),
-            });
-        }
-        if let Some(v) = &f.vector_bits {
-            par.push(format!("vector registers {}-bit{}", num(v.value), tag(v)));
-        }
-        let threads: Vec<String> = [
-            (&f.max_threads_per_block, "block".to_string()),
-            (&f.max_threads_per_unit, unit.clone()),
-        ]
-        .into_iter()
-        .filter_map(|(x, per)| x.as_ref().map(|x| format!("{}/{per}{}", num(x.value), tag(x))))
-        .collect();
-        if !threads.is_empty() {
-            par.push(format!("max threads {}", threads.join(", ")));
-        }
-        let regs: Vec<String> = [
-            (&f.registers_per_thread_max, "thread".to_string()),
-            (&f.registers_per_unit, unit.clone()),
-        ]
-        .into_iter()
-        .filter_map(|(x, per)| x.as_ref().map(|x| format!("{}/{per}{}", num(x.value), tag(x))))
-        .collect();
-        if !regs.is_empty() {
-            par.push(format!("32-bit registers {}", regs.join(", ")));
-        }
-        if !par.is_empty() {
-            let _ = writeln!(out, "- {}", par.join("; "));
-        }
-
-        let mut mem = Vec::new();
-        let shared_name = if self.targets.contains(&TargetKind::Metal) {
-            "threadgroup memory"
-        } else {
-            "shared memory"
-        };
-        // Default and maximum per block are one figure when there is no opt-in (Apple GPUs).
-        let no_opt_in = matches!((&f.shared_mem_per_block_kb, &f.shared_mem_per_block_max_kb),
-            (Some(d), Some(m)) if d.value == m.value);
-        let (default_label, max) = if no_opt_in {
-            ("/block (no opt-in)", &None)
-        } else {
-            ("/block default", &f.shared_mem_per_block_max_kb)
-        };
-        let shared: Vec<String> = [
-            (&f.shared_mem_per_block_kb, default_label.to_string()),
-            (max, "/block max (opt-in)".to_string()),
-            (&f.shared_mem_per_unit_kb, format!("/{unit}")),
-        ]
-        .into_iter()
-        .filter_map(|(x, per)| x.as_ref().map(|x| format!("{}{per}{}", value_unit(x, "KB"), tag(x))))
-        .collect();
-        if !shared.is_empty() {
-            mem.push(format!("{shared_name} {}", shared.join(", ")));
-        }
-        if let Some(x) = &f.l1_kb {
-            mem.push(format!("L1d {}/{unit}{}", value_unit(x, "KB"), tag(x)));
-        }
-        if let Some(x) = &f.l2_per_core_kb {
-            mem.push(format!("L2 {}/{unit}{}", value_unit(x, "KB"), tag(x)));
-        }
-        if let Some(x) = &f.l2_mb {
-            mem.push(format!("L2 {}{}", value_unit(x, "MB"), tag(x)));
-        }
-        if let Some(x) = &f.cache_line_bytes {
-            mem.push(format!("cache line {}{}", value_unit(x, "B"), tag(x)));
-        }
-        if !mem.is_empty() {
-            let _ = writeln!(out, "- {}", mem.join("; "));
-        }
-        for note in &self.notes {
-            let _ = writeln!(out, "- {}", note.trim());
-        }
-        out
-    }
-
-    /// Every figure with its basis and source, as markdown (for `ksearch kb show`, not prompts).
-    pub fn sources_markdown(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(out, "## Sources: {} (`{}`)", self.display_name, self.name);
-        for meta in FIGURE_META {
-            if let Some(f) = self.figures.get(meta.key) {
-                let unit = if meta.unit.is_empty() {
-                    String::new()
-                } else {
-                    format!(" {}", meta.unit)
-                };
-                let largest = if f.up_to { ", largest configuration" } else { "" };
-                let _ = write!(
-                    out,
-                    "- {}: {}{unit} ({}{largest}): {}",
-                    meta.label,
-                    num(f.value),
-                    f.basis.as_str(),
-                    f.source.trim()
-                );
-                if let Some(note) = &f.note {
-                    let _ = write!(out, "; note: {}", note.trim());
-                }
-                out.push('\n');
-            }
-        }
-        for m in &self.measured {
-            let _ = writeln!(
-                out,
-                "- measured {}: {} {}: {}",
-                m.what,
-                num(m.value),
-                m.unit,
-                m.source.trim()
-            );
-        }
-        let missing: Vec<&str> = FIGURE_META
-            .iter()
-            .filter(|m| self.figures.get(m.key).is_none())
-            .map(|m| m.key)
-            .collect();
-        if !missing.is_empty() {
-            let _ = writeln!(
-                out,
-                "- not recorded (no reliable source, or not applicable): {}",
-                missing.join(", ")
-            );
-        }
-        out
-    }
-
     /// True when `query` names this device (its name or an alias, after [`normalize_name`]).
     pub fn answers_to(&self, query: &str) -> bool {
         let q = normalize_name(query);
@@ -611,56 +427,5 @@ fn validate_figure(p: &mut Problems, field: &str, meta: &FigureMeta, f: &Figure)
         if note.trim().is_empty() {
             p.push(format!("{field}.note"), "must not be empty when given");
         }
-    }
-}
-
-/// Numbers as the data wrote them: `4800`, `494.5`, `0.55` (shortest round-trip form).
-pub(crate) fn num(v: f64) -> String {
-    format!("{v}")
-}
-
-fn value_unit(f: &Figure, unit: &str) -> String {
-    format!("{}{} {unit}", prefix(f), num(f.value))
-}
-
-fn prefix(f: &Figure) -> &'static str {
-    if f.up_to {
-        "up to "
-    } else if f.basis == Basis::Typical {
-        "~"
-    } else {
-        ""
-    }
-}
-
-fn tag(f: &Figure) -> &'static str {
-    match f.basis {
-        Basis::VendorPeak => " (peak)",
-        Basis::Typical => " (typical)",
-        Basis::VendorSpec | Basis::Measured => "",
-    }
-}
-
-/// `TF32 494.5, FP16/BF16 989.5 TFLOP/s (peak)`: one unit and, when all share it, one tag.
-fn group(items: &[(&str, &Figure)], unit: &str) -> String {
-    let same = items.windows(2).all(|w| w[0].1.basis == w[1].1.basis);
-    let parts: Vec<String> = items
-        .iter()
-        .map(|(label, f)| {
-            let t = if same { "" } else { tag(f) };
-            format!("{label} {}{t}", num(f.value))
-        })
-        .collect();
-    let t = if same { tag(items[0].1) } else { "" };
-    format!("{} {unit}{t}", parts.join(", "))
-}
-
-/// FLOP per byte at which a kernel stops being memory-bound: TFLOP/s over GB/s.
-fn ridge(tflops: f64, gbs: f64) -> String {
-    let r = tflops * 1000.0 / gbs;
-    if r >= 10.0 {
-        format!("{}", r.round())
-    } else {
-        format!("{:.1}", r)
     }
 }

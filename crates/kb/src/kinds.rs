@@ -120,7 +120,9 @@ impl FromStr for Regime {
 }
 
 /// How much knowledge a prompt gets (the published three-configuration comparison):
-/// nothing, the device's spec, or the spec plus the applicable optimisation patterns.
+/// nothing, the device's figures, or the figures plus the optimisation patterns, the
+/// translation layers into the task's target, the properties every candidate must keep and the
+/// task's expertise (see [`crate::Kb::task_context`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Context {
@@ -154,6 +156,6 @@ impl FromStr for Context {
         Context::ALL
             .into_iter()
             .find(|c| c.as_str().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| format!("unknown context '{s}'; expected none, hardware or full"))
+            .ok_or_else(|| format!("unknown context level '{}'; expected none, hardware or full", s.trim()))
     }
 }

@@ -10,9 +10,17 @@
 //! - `kb/patterns/<id>.toml`: one optimisation pattern each ([`Pattern`]), with a prior per regime
 //!   (memory-, compute-, latency-bound) that the knob tuner uses to seed its ratings.
 //!
+//! - `kb/translation/<source>-to-<target>.toml`: one translation layer each ([`Translation`]):
+//!   the primitive mapping table from the source platform (CUDA) to the target (Metal through
+//!   MLX, MLX's CUDA backend), each row with the constraint that changes the design, the
+//!   patterns that carry over with a note for the target, and target-specific properties per
+//!   task family. Adding a (source, target) pair is a new file, no code.
+//! - `kb/assertions/<family>.toml`: one task family each ([`AssertionFamily`]): the op_types it
+//!   covers and the properties every candidate must keep.
+//!
 //! Every file carries `schema = 1`; every struct denies unknown fields; validation collects every
-//! problem as `file: field: what is wrong`. Other folders under `kb/` (translation tables and
-//! assertions, which come later) are ignored by this loader.
+//! problem as `file: field: what is wrong`, references between files included (a layer naming
+//! an unknown pattern or family is an error).
 //!
 //! # Prompt slices
 //! [`Kb::prompt_slice`] renders what a prompt gets about a target at one of three [`Context`]
@@ -23,57 +31,52 @@
 //! its longer `description`, and why figure notes and sources are rendered only by
 //! [`HardwareSpec::sources_markdown`].
 //!
+//! # Task context
+//! [`Kb::task_context`] is what a task's prompts cite: given a [`TaskQuery`] (device, kernel
+//! language, op_type, the languages of the task's expertise) and a [`ContextLevel`], the
+//! device's figures (`hardware`), or the figures, patterns, translation layers and properties to
+//! keep (`full`), or nothing (`none`).
+//!
 //! # Overrides
 //! [`Kb::from_dir`] loads the same layout from a folder (tests, or a user's own devices and
 //! patterns); [`Kb::with_overrides`] lays such a set over the built-in one, replacing entries by
 //! name or id.
 
+mod assertions;
+mod context;
 mod error;
 mod hardware;
 mod kinds;
+mod load;
 mod pattern;
+mod render;
+mod translation;
 
+pub use assertions::AssertionFamily;
+pub use context::{ContextLevel, Selection, TaskQuery, MAX_LAYER_CHARS, MAX_TASK_CONTEXT_CHARS};
 pub use error::{KbError, Problem};
 pub use hardware::{
     normalize_name, Basis, Figure, FigureMeta, Figures, HardwareSpec, Measurement, FIGURE_META, SCHEMA_VERSION,
 };
 pub use kinds::{Context, DeviceKind, Regime, TargetKind};
 pub use pattern::{Hints, Pattern, Priors};
+pub use translation::{FamilyProperties, Mapping, PatternNote, Translation};
 
-use error::parse_toml;
-use include_dir::{include_dir, Dir};
+use load::{parse_all, Entry, Sources, FOLDERS};
 use std::collections::BTreeMap;
 use std::path::Path;
-
-static BUILTIN: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../kb");
 
 /// The most characters a `full` prompt slice for one target may have (checked by the tests for
 /// every built-in device).
 pub const MAX_SLICE_CHARS: usize = 4000;
-
-const HARDWARE_DIR: &str = "hardware";
-const PATTERNS_DIR: &str = "patterns";
-
-/// One data file before parsing.
-struct Source {
-    /// How errors name the file (`kb/hardware/h200.toml` or the path given).
-    label: String,
-    /// File name without `.toml`.
-    stem: String,
-    text: String,
-}
-
-#[derive(Debug, Clone)]
-struct Entry<T> {
-    file: String,
-    item: T,
-}
 
 /// The loaded, validated knowledge base. Entries are sorted by name/id.
 #[derive(Debug, Clone)]
 pub struct Kb {
     hardware: Vec<Entry<HardwareSpec>>,
     patterns: Vec<Entry<Pattern>>,
+    translations: Vec<Entry<Translation>>,
+    families: Vec<Entry<AssertionFamily>>,
     /// Normalised name or alias -> index into `hardware`.
     index: BTreeMap<String, usize>,
 }
@@ -81,137 +84,53 @@ pub struct Kb {
 impl Kb {
     /// The knowledge base embedded in this binary (the repository's `kb/` folder).
     pub fn builtin() -> Result<Kb, KbError> {
-        let mut problems = Vec::new();
-        let mut read = |sub: &str| -> Vec<Source> {
-            let mut out = Vec::new();
-            let Some(dir) = BUILTIN.get_dir(sub) else {
-                return out;
-            };
-            for file in dir.files() {
-                let path = file.path();
-                if path.extension().and_then(|e| e.to_str()) != Some("toml") {
-                    continue;
-                }
-                let label = format!("kb/{}", path.display());
-                let stem = path
-                    .file_stem()
-                    .and_then(|s| s.to_str())
-                    .unwrap_or_default()
-                    .to_string();
-                match file.contents_utf8() {
-                    Some(text) => out.push(Source {
-                        label,
-                        stem,
-                        text: text.to_string(),
-                    }),
-                    None => problems.push(Problem::new(label, "", "is not valid UTF-8")),
-                }
-            }
-            out
-        };
-        let hw = read(HARDWARE_DIR);
-        let pats = read(PATTERNS_DIR);
-        if !problems.is_empty() {
-            return Err(KbError::Invalid(problems));
-        }
-        Kb::from_sources(hw, pats)
+        Kb::from_sources(load::builtin()?)
     }
 
-    /// A knowledge base read from `dir`, laid out like `kb/` (`hardware/*.toml`,
-    /// `patterns/*.toml`; either folder may be missing, not both).
+    /// A knowledge base read from `dir`, laid out like `kb/` (`hardware/`, `patterns/`,
+    /// `translation/`, `assertions/`; any may be missing, not all). It must be complete in
+    /// itself: the patterns and families its translation layers name must be in it too.
     pub fn from_dir(dir: &Path) -> Result<Kb, KbError> {
-        let io = |path: &Path, source: std::io::Error| KbError::Io {
-            path: path.display().to_string(),
-            source,
-        };
-        std::fs::metadata(dir).map_err(|e| io(dir, e))?;
-        let read = |sub: &str| -> Result<Option<Vec<Source>>, KbError> {
-            let folder = dir.join(sub);
-            let entries = match std::fs::read_dir(&folder) {
-                Ok(entries) => entries,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(io(&folder, e)),
-            };
-            let mut paths = Vec::new();
-            for entry in entries {
-                let path = entry.map_err(|e| io(&folder, e))?.path();
-                if path.extension().and_then(|e| e.to_str()) == Some("toml") && path.is_file() {
-                    paths.push(path);
-                }
-            }
-            paths.sort();
-            let mut out = Vec::new();
-            for path in paths {
-                let text = std::fs::read_to_string(&path).map_err(|e| io(&path, e))?;
-                let stem = path
-                    .file_stem()
-                    .and_then(|s| s.to_str())
-                    .unwrap_or_default()
-                    .to_string();
-                out.push(Source {
-                    label: path.display().to_string(),
-                    stem,
-                    text,
-                });
-            }
-            Ok(Some(out))
-        };
-        let hw = read(HARDWARE_DIR)?;
-        let pats = read(PATTERNS_DIR)?;
-        if hw.is_none() && pats.is_none() {
+        let sources = load::folder(dir)?;
+        if sources.iter().all(Option::is_none) {
             return Err(KbError::one(
                 dir.display().to_string(),
                 "",
-                "has neither a hardware/ nor a patterns/ folder",
+                format!(
+                    "has none of the folders {}",
+                    FOLDERS.map(|f| format!("{f}/")).join(", ")
+                ),
             ));
         }
-        Kb::from_sources(hw.unwrap_or_default(), pats.unwrap_or_default())
+        Kb::from_sources(sources)
     }
 
-    fn from_sources(hw: Vec<Source>, pats: Vec<Source>) -> Result<Kb, KbError> {
+    fn from_sources(sources: Sources) -> Result<Kb, KbError> {
+        let [hw, pats, layers, fams] = sources;
         let mut problems = Vec::new();
-        let mut hardware = Vec::new();
-        for s in hw {
-            match parse_toml::<HardwareSpec>(&s.label, &s.text) {
-                Ok(spec) => {
-                    let found = spec.validate(&s.label, &s.stem);
-                    if found.is_empty() {
-                        hardware.push(Entry {
-                            file: s.label,
-                            item: spec,
-                        });
-                    }
-                    problems.extend(found);
-                }
-                Err(found) => problems.extend(found),
-            }
-        }
-        let mut patterns = Vec::new();
-        for s in pats {
-            match parse_toml::<Pattern>(&s.label, &s.text) {
-                Ok(pattern) => {
-                    let found = pattern.validate(&s.label, &s.stem);
-                    if found.is_empty() {
-                        patterns.push(Entry {
-                            file: s.label,
-                            item: pattern,
-                        });
-                    }
-                    problems.extend(found);
-                }
-                Err(found) => problems.extend(found),
-            }
-        }
+        let hardware = parse_all(hw, HardwareSpec::validate, &mut problems);
+        let patterns = parse_all(pats, Pattern::validate, &mut problems);
+        let translations = parse_all(layers, Translation::validate, &mut problems);
+        let families = parse_all(fams, AssertionFamily::validate, &mut problems);
         if !problems.is_empty() {
             return Err(KbError::Invalid(problems));
         }
-        Kb::assemble(hardware, patterns)
+        Kb::assemble(hardware, patterns, translations, families)
     }
 
-    /// Sorts, indexes and checks what no single file can: unique names, aliases and ids.
-    fn assemble(mut hardware: Vec<Entry<HardwareSpec>>, mut patterns: Vec<Entry<Pattern>>) -> Result<Kb, KbError> {
+    /// Sorts, indexes and checks what no single file can: unique names, aliases and ids, and
+    /// that translation layers name existing patterns and families and never compete for the
+    /// same tasks.
+    fn assemble(
+        mut hardware: Vec<Entry<HardwareSpec>>,
+        mut patterns: Vec<Entry<Pattern>>,
+        mut translations: Vec<Entry<Translation>>,
+        mut families: Vec<Entry<AssertionFamily>>,
+    ) -> Result<Kb, KbError> {
         hardware.sort_by(|a, b| a.item.name.cmp(&b.item.name));
         patterns.sort_by(|a, b| a.item.id.cmp(&b.item.id));
+        translations.sort_by(|a, b| a.item.id.cmp(&b.item.id));
+        families.sort_by(|a, b| a.item.family.cmp(&b.item.family));
         let mut problems = Vec::new();
         let mut index: BTreeMap<String, usize> = BTreeMap::new();
         for (i, e) in hardware.iter().enumerate() {
@@ -246,30 +165,114 @@ impl Kb {
                 ));
             }
         }
+        for w in translations.windows(2) {
+            if w[0].item.id == w[1].item.id {
+                problems.push(Problem::new(
+                    &w[1].file,
+                    "id",
+                    format!("'{}' is also defined in {}", w[1].item.id, w[0].file),
+                ));
+            }
+        }
+        for w in families.windows(2) {
+            if w[0].item.family == w[1].item.family {
+                problems.push(Problem::new(
+                    &w[1].file,
+                    "family",
+                    format!("'{}' is also defined in {}", w[1].item.family, w[0].file),
+                ));
+            }
+        }
+        for (i, f) in families.iter().enumerate() {
+            for (j, op) in f.item.op_types.iter().enumerate() {
+                if let Some(other) = families[..i].iter().find(|o| o.item.covers(op)) {
+                    problems.push(Problem::new(
+                        &f.file,
+                        format!("op_types[{j}]"),
+                        format!(
+                            "'{op}' already belongs to family '{}' ({})",
+                            other.item.family, other.file
+                        ),
+                    ));
+                }
+            }
+        }
+        for (i, e) in translations.iter().enumerate() {
+            let t = &e.item;
+            for (j, n) in t.patterns.iter().enumerate() {
+                match patterns.iter().find(|p| p.item.id == n.id) {
+                    None => problems.push(Problem::new(
+                        &e.file,
+                        format!("patterns[{j}].id"),
+                        format!("'{}' is not a pattern of the knowledge base (kb/patterns/)", n.id),
+                    )),
+                    Some(p) if !p.item.applies_to(t.dialect) => problems.push(Problem::new(
+                        &e.file,
+                        format!("patterns[{j}].id"),
+                        format!(
+                            "pattern '{}' does not list '{}' among its targets ({})",
+                            n.id, t.dialect, p.file
+                        ),
+                    )),
+                    Some(_) => {}
+                }
+            }
+            for (j, a) in t.assertions.iter().enumerate() {
+                if !families.iter().any(|f| f.item.family == a.family) {
+                    problems.push(Problem::new(
+                        &e.file,
+                        format!("assertions[{j}].family"),
+                        format!("'{}' is not a family of the knowledge base (kb/assertions/)", a.family),
+                    ));
+                }
+            }
+            // Two layers from the same source for the same language and dialect would both be
+            // cited for one task: which one applies must never be ambiguous.
+            for other in &translations[..i] {
+                let o = &other.item;
+                let shared = t.languages.iter().find(|l| o.languages.contains(l));
+                if o.source == t.source && o.dialect == t.dialect {
+                    if let Some(language) = shared {
+                        problems.push(Problem::new(
+                            &e.file,
+                            "languages",
+                            format!(
+                                "'{language}' tasks on {} devices are already translated from {} by {} ({})",
+                                t.dialect, t.source, o.id, other.file
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
         if !problems.is_empty() {
             return Err(KbError::Invalid(problems));
         }
         Ok(Kb {
             hardware,
             patterns,
+            translations,
+            families,
             index,
         })
     }
 
-    /// This knowledge base with `overrides` laid over it: devices and patterns of the same name
-    /// or id are replaced, new ones added.
+    /// This knowledge base with `overrides` laid over it: devices, patterns, translation layers
+    /// and families of the same name or id are replaced, new ones added.
     pub fn with_overrides(self, overrides: Kb) -> Result<Kb, KbError> {
-        let mut hardware: BTreeMap<String, Entry<HardwareSpec>> =
-            self.hardware.into_iter().map(|e| (e.item.name.clone(), e)).collect();
-        for e in overrides.hardware {
-            hardware.insert(e.item.name.clone(), e);
+        fn merge<T>(base: Vec<Entry<T>>, over: Vec<Entry<T>>, key: impl Fn(&T) -> String) -> Vec<Entry<T>> {
+            let mut map: BTreeMap<String, Entry<T>> = base.into_iter().map(|e| (key(&e.item), e)).collect();
+            for e in over {
+                map.insert(key(&e.item), e);
+            }
+            map.into_values().collect()
         }
-        let mut patterns: BTreeMap<String, Entry<Pattern>> =
-            self.patterns.into_iter().map(|e| (e.item.id.clone(), e)).collect();
-        for e in overrides.patterns {
-            patterns.insert(e.item.id.clone(), e);
-        }
-        Kb::assemble(hardware.into_values().collect(), patterns.into_values().collect())
+        Kb::assemble(
+            merge(self.hardware, overrides.hardware, |h| h.name.clone()),
+            merge(self.patterns, overrides.patterns, |p| p.id.clone()),
+            merge(self.translations, overrides.translations, |t| t.id.clone()),
+            merge(self.families, overrides.families, |f| f.family.clone()),
+        )
     }
 
     /// The device called `name_or_alias` (`h200`, `H200`, `NVIDIA H200`, `m4-max`, `cpu`).
@@ -307,10 +310,56 @@ impl Kb {
         if let Some(&i) = self.index.get(&normalize_name(name_or_id)) {
             return Some(&self.hardware[i].file);
         }
-        self.patterns
-            .iter()
-            .find(|e| e.item.id == name_or_id)
+        let pattern = self.patterns.iter().find(|e| e.item.id == name_or_id);
+        let layer = self.translations.iter().find(|e| e.item.id == name_or_id);
+        let family = self.families.iter().find(|e| e.item.family == name_or_id);
+        pattern
             .map(|e| e.file.as_str())
+            .or(layer.map(|e| e.file.as_str()))
+            .or(family.map(|e| e.file.as_str()))
+    }
+
+    /// All translation layers, sorted by id.
+    pub fn translations(&self) -> impl Iterator<Item = &Translation> {
+        self.translations.iter().map(|e| &e.item)
+    }
+
+    /// The layer `cuda-to-metal`.
+    pub fn translation(&self, id: &str) -> Option<&Translation> {
+        self.translations().find(|t| t.id == id)
+    }
+
+    /// The layers whose target is `target` (`metal`, `mlx-cuda`), sorted by id.
+    pub fn translations_into(&self, target: &str) -> Vec<&Translation> {
+        self.translations().filter(|t| t.target == target).collect()
+    }
+
+    /// The layers that can apply to tasks on `hw` (their dialect is one `hw` runs).
+    pub fn translations_for(&self, hw: &HardwareSpec) -> Vec<&Translation> {
+        self.translations()
+            .filter(|t| hw.targets.contains(&t.dialect))
+            .collect()
+    }
+
+    /// The devices a layer can apply to, sorted by name.
+    pub fn devices_for(&self, layer: &Translation) -> Vec<&HardwareSpec> {
+        self.hardware_specs()
+            .filter(|h| h.targets.contains(&layer.dialect))
+            .collect()
+    }
+
+    /// All task families, sorted by id.
+    pub fn families(&self) -> impl Iterator<Item = &AssertionFamily> {
+        self.families.iter().map(|e| &e.item)
+    }
+
+    pub fn family(&self, id: &str) -> Option<&AssertionFamily> {
+        self.families().find(|f| f.family == id)
+    }
+
+    /// The family a definition's `op_type` belongs to.
+    pub fn family_for(&self, op_type: &str) -> Option<&AssertionFamily> {
+        self.families().find(|f| f.covers(op_type))
     }
 
     /// Patterns for a kernel dialect, best first. With a regime: only those that can pay in it,

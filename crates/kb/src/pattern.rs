@@ -5,8 +5,9 @@
 //! them), which kernel dialects it applies to, what to do, and what can go wrong.
 
 use crate::error::{Problem, Problems};
-use crate::hardware::{num, valid_id, SCHEMA_VERSION};
+use crate::hardware::{valid_id, SCHEMA_VERSION};
 use crate::kinds::{Regime, TargetKind};
+use crate::render::num;
 use serde::{Deserialize, Serialize};
 
 /// One optimisation pattern.

@@ -15,9 +15,16 @@ fn every_builtin_file_parses_and_validates() {
     let expected = [
         "a100-sxm",
         "apple-m1-max",
+        "apple-m1-pro",
+        "apple-m1-ultra",
         "apple-m2-max",
+        "apple-m2-pro",
+        "apple-m2-ultra",
         "apple-m3-max",
+        "apple-m3-pro",
+        "apple-m3-ultra",
         "apple-m4-max",
+        "apple-m4-pro",
         "b200",
         "cpu-generic",
         "h100-sxm",
@@ -34,6 +41,8 @@ fn every_builtin_file_parses_and_validates() {
     };
     assert_eq!(count("hardware"), kb.hardware_specs().count());
     assert_eq!(count("patterns"), kb.patterns().count());
+    assert_eq!(count("translation"), kb.translations().count());
+    assert_eq!(count("assertions"), kb.families().count());
     // The same files through the directory loader give the same knowledge base.
     let from_dir = Kb::from_dir(&root).unwrap();
     assert_eq!(
@@ -43,6 +52,14 @@ fn every_builtin_file_parses_and_validates() {
     assert_eq!(
         from_dir.patterns().collect::<Vec<_>>(),
         kb.patterns().collect::<Vec<_>>()
+    );
+    assert_eq!(
+        from_dir.translations().collect::<Vec<_>>(),
+        kb.translations().collect::<Vec<_>>()
+    );
+    assert_eq!(
+        from_dir.families().collect::<Vec<_>>(),
+        kb.families().collect::<Vec<_>>()
     );
 }
 
@@ -61,6 +78,7 @@ fn required_patterns_are_present() {
         "loop-interchange",
         "openmp-threads",
         "kernel-fusion",
+        "k-transposition",
     ] {
         let p = kb.pattern(id).unwrap_or_else(|| panic!("pattern {id} missing"));
         assert!(!p.regimes().is_empty());
@@ -96,12 +114,54 @@ fn figures_agree_with_translation_md() {
         .as_ref()
         .unwrap()
         .contains("300 GB/s"));
+    // The Pro and Ultra parts, from Apple's announcements and tech specs.
+    for (name, gbs) in [
+        ("m1-pro", 200.0),
+        ("m1-ultra", 800.0),
+        ("m2-pro", 200.0),
+        ("m2-ultra", 800.0),
+        ("m3-pro", 150.0),
+        ("m3-ultra", 819.0),
+        ("m4-pro", 273.0),
+    ] {
+        assert_eq!(bw(name), gbs, "{name}");
+    }
     // Apple threadgroup memory: 32 KB with no opt-in; Hopper: 48 KB default, 227 KB opt-in.
-    for apple in ["m1-max", "m2-max", "m3-max", "m4-max"] {
-        let f = &kb.hardware(apple).unwrap().figures;
-        assert_eq!(f.shared_mem_per_block_kb.as_ref().unwrap().value, 32.0);
-        assert_eq!(f.shared_mem_per_block_max_kb.as_ref().unwrap().value, 32.0);
-        assert_eq!(f.simd_width.as_ref().unwrap().value, 32.0);
+    let apple: Vec<_> = kb.hardware_specs().filter(|h| h.vendor == "apple").collect();
+    assert_eq!(apple.len(), 11);
+    for hw in apple {
+        let f = &hw.figures;
+        assert_eq!(f.shared_mem_per_block_kb.as_ref().unwrap().value, 32.0, "{}", hw.name);
+        assert_eq!(
+            f.shared_mem_per_block_max_kb.as_ref().unwrap().value,
+            32.0,
+            "{}",
+            hw.name
+        );
+        assert_eq!(f.simd_width.as_ref().unwrap().value, 32.0, "{}", hw.name);
+        assert_eq!(f.max_threads_per_block.as_ref().unwrap().value, 1024.0, "{}", hw.name);
+        assert!(f.compute_units.is_some() && f.memory_gb.is_some(), "{}", hw.name);
+        assert_eq!(hw.targets, [TargetKind::Metal], "{}", hw.name);
+        // The Metal GPU family follows the generation (M1 Apple7, M2 Apple8, M3 and M4 Apple9).
+        let family = match &hw.name[..8] {
+            "apple-m1" => "apple7",
+            "apple-m2" => "apple8",
+            _ => "apple9",
+        };
+        assert_eq!(hw.arch, family, "{}", hw.name);
+    }
+    // Ultra = two Max dies: twice the cores of the Max of its generation.
+    for (ultra, max) in [("m1-ultra", "m1-max"), ("m2-ultra", "m2-max"), ("m3-ultra", "m3-max")] {
+        let cores = |n: &str| kb.hardware(n).unwrap().figures.compute_units.as_ref().unwrap().value;
+        assert_eq!(cores(ultra), 2.0 * cores(max), "{ultra}");
+    }
+    // A derived figure says what it is derived from.
+    let ultra = kb.hardware("m1-ultra").unwrap().figures.fp32_tflops.clone().unwrap();
+    assert_eq!(ultra.basis, Basis::Derived);
+    assert!(ultra.source.contains("two M1 Max dies") && ultra.value == 20.8);
+    // Every GPU says what its matrix units are.
+    for hw in kb.hardware_specs().filter(|h| h.kind == DeviceKind::Gpu) {
+        assert!(hw.matrix_units.is_some(), "{}: matrix_units missing", hw.name);
     }
     let h200 = &kb.hardware("h200").unwrap().figures;
     assert_eq!(h200.shared_mem_per_block_kb.as_ref().unwrap().value, 48.0);
@@ -118,7 +178,7 @@ fn provenance_is_recorded() {
                 // Throughput figures are vendor peaks or our own measurements, never plain "spec".
                 if meta.unit == "GB/s" || meta.unit == "TFLOP/s" {
                     assert!(
-                        matches!(f.basis, Basis::VendorPeak | Basis::Measured),
+                        matches!(f.basis, Basis::VendorPeak | Basis::Measured | Basis::Derived),
                         "{}: {} should be marked as a peak",
                         hw.name,
                         meta.key

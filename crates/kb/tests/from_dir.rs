@@ -63,11 +63,7 @@ fn a_valid_folder_loads() {
     write(dir.path(), "hardware/my-gpu.toml", DEVICE);
     write(dir.path(), "patterns/my-pattern.toml", PATTERN);
     write(dir.path(), "patterns/README.md", "not data; ignored");
-    write(
-        dir.path(),
-        "translation/cuda-metal.toml",
-        "ignored by this loader = true",
-    );
+    write(dir.path(), "translation/README.md", "not data; ignored");
     let kb = Kb::from_dir(dir.path()).unwrap();
     assert_eq!(kb.hardware_names(), ["my-gpu"]);
     assert_eq!(kb.hardware("ACME GPU").unwrap().name, "my-gpu");
@@ -250,7 +246,8 @@ fn missing_or_empty_folders() {
     assert!(matches!(err, KbError::Io { .. }), "{err}");
     let err = Kb::from_dir(dir.path()).unwrap_err();
     assert!(
-        err.to_string().contains("neither a hardware/ nor a patterns/ folder"),
+        err.to_string()
+            .contains("has none of the folders hardware/, patterns/, translation/, assertions/"),
         "{err}"
     );
     // One folder alone is enough (e.g. a user's extra patterns).
