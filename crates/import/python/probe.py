@@ -5,7 +5,7 @@ Usage: python3 probe.py REQUEST.json. The request names the problem and where to
 answer (`out`); this script never writes to stdout itself, so whatever the problem prints cannot
 corrupt the answer. PyTorch is used when importable (on the meta device, so no memory is spent,
 then on the CPU when an operation has no meta kernel) unless the request asks for the stand-in;
-without PyTorch the shape-only stand-in beside this file (standin_torch.py) plays its part.
+without PyTorch the shape-only stand-in beside this file (standin_*.py) plays its part.
 """
 
 import ast

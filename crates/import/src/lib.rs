@@ -4,7 +4,7 @@
 //!
 //! Shapes are found by running the problem's own Python (`python/probe.py`): with PyTorch when
 //! the interpreter has it, else with a shape-only stand-in for the torch calls problem files use
-//! (`python/standin_torch.py`), so importing works on a machine without PyTorch.
+//! (`python/standin_*.py`), so importing works on a machine without PyTorch.
 
 mod axes;
 mod checks;

@@ -8,7 +8,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const PROBE: &str = include_str!("../python/probe.py");
-const STANDIN: &str = include_str!("../python/standin_torch.py");
+/// The stand-in for PyTorch, in three modules (tensors, functions, nn and the install).
+const STANDIN: [(&str, &str); 3] = [
+    ("standin_tensor.py", include_str!("../python/standin_tensor.py")),
+    ("standin_ops.py", include_str!("../python/standin_ops.py")),
+    ("standin_torch.py", include_str!("../python/standin_torch.py")),
+];
 
 /// One value a problem builds: a tensor or a Python number.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -96,7 +101,9 @@ pub(crate) fn run<T: serde::de::DeserializeOwned>(
         std::fs::write(&p, text).map_err(|e| ImportError::io(&p, e))
     };
     write("probe.py", PROBE)?;
-    write("standin_torch.py", STANDIN)?;
+    for (name, text) in STANDIN {
+        write(name, text)?;
+    }
     let out = dir.path().join("answer.json");
     request["out"] = out.display().to_string().into();
     request["engine"] = if opts.stand_in { "standin" } else { "auto" }.into();

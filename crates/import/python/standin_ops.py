@@ -1,0 +1,268 @@
+"""ksearch's shape-only stand-in for PyTorch, part 2: factories (which record their origin) and
+torch functions. See standin_tensor.py.
+"""
+
+import contextlib
+import functools
+import math
+
+import standin_tensor as T
+from standin_tensor import (Missing, Tensor, _builtin_bool, _builtin_float, _builtin_int, _dim,
+                            _promote, _sizes, _tensor, dtype, int64)
+
+# ---------------------------------------------------------------------------------------------
+# factories
+
+def _factory(fn, size_args, kwargs, default=None, **origin):
+    dt = kwargs.get("dtype") or default or T._default_float
+    if not isinstance(dt, dtype):
+        raise Missing(f"dtype {dt!r}")
+    return Tensor(_sizes(size_args), dt, kwargs.get("device") or "cpu", {"fn": fn, **origin})
+
+
+def randn(*size, **kw):
+    return _factory("randn", size, kw)
+
+
+def rand(*size, **kw):
+    return _factory("rand", size, kw)
+
+
+def empty(*size, **kw):
+    return _factory("empty", size, kw)
+
+
+def zeros(*size, **kw):
+    return _factory("zeros", size, kw)
+
+
+def ones(*size, **kw):
+    return _factory("ones", size, kw)
+
+
+def full(size, fill_value, **kw):
+    default = int64 if isinstance(fill_value, _builtin_int) and not isinstance(fill_value, _builtin_bool) else None
+    return _factory("full", (size,), kw, default, value=fill_value)
+
+
+def randint(*args, **kw):
+    size = kw.pop("size", None)
+    if size is None:
+        *bounds, size = args
+    else:
+        bounds = list(args)
+    low, high = (0, bounds[0]) if len(bounds) == 1 else (bounds[0], bounds[1])
+    if "low" in kw or "high" in kw:
+        low, high = kw.pop("low", low), kw.pop("high", high)
+    return _factory("randint", (size,), kw, int64, low=low, high=high)
+
+
+def randperm(n, **kw):
+    return _factory("randperm", (n,), kw, int64)
+
+
+def normal(mean=0.0, std=1.0, size=None, **kw):
+    if size is None:
+        raise Missing("torch.normal without a size")
+    return _factory("normal", (size,), kw, mean=mean, std=std)
+
+
+def arange(start, end=None, step=1, **kw):
+    if end is None:
+        start, end = 0, start
+    n = max(0, math.ceil((end - start) / step))
+    isint = all(isinstance(v, _builtin_int) for v in (start, end, step))
+    return _factory("arange", (n,), kw, int64 if isint else None)
+
+
+def linspace(start, end, steps, **kw):
+    return _factory("linspace", (steps,), kw)
+
+
+def eye(n, m=None, **kw):
+    return _factory("eye", (n, n if m is None else m), kw)
+
+
+def _like_factory(fn):
+    def make(t, *args, **kw):
+        dt = kw.get("dtype") or t.dtype
+        out = Tensor(t.shape, dt, kw.get("device") or t.device, {"fn": fn})
+        if fn == "full":
+            out.origin["value"] = args[0] if args else kw.get("fill_value")
+        if fn == "randint":
+            low, high = (0, args[0]) if len(args) == 1 else (args[0], args[1])
+            out.origin.update(low=low, high=high)
+        return out
+    return make
+
+
+randn_like, rand_like, empty_like, zeros_like, ones_like, full_like, randint_like = (
+    _like_factory(f) for f in ("randn", "rand", "empty", "zeros", "ones", "full", "randint"))
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    def shape_of(x):
+        if isinstance(x, (list, tuple)):
+            inner = [shape_of(e) for e in x]
+            if any(s != inner[0] for s in inner):
+                raise ValueError("ragged nested sequence")
+            return (len(x),) + (inner[0] if inner else ())
+        return ()
+
+    def leaves(x):
+        if isinstance(x, (list, tuple)):
+            for e in x:
+                yield from leaves(e)
+        else:
+            yield x
+
+    if isinstance(data, Tensor):
+        return data.to(dtype) if dtype else data.clone()
+    values = list(leaves(data))
+    if dtype is None:
+        dtype = T._default_float if any(isinstance(v, _builtin_float) for v in values) else (
+            T.bool if values and all(isinstance(v, _builtin_bool) for v in values) else int64)
+    return Tensor(shape_of(data), dtype, device or "cpu", {"fn": "tensor"})
+
+
+as_tensor = tensor
+
+
+def from_numpy(array):
+    raise Missing("torch.from_numpy")
+
+
+# ---------------------------------------------------------------------------------------------
+# functions
+
+def einsum(equation, *operands):
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    equation = equation.replace(" ", "")
+    if "..." in equation:
+        raise Missing("torch.einsum with '...'")
+    inputs, _, output = equation.partition("->")
+    terms = inputs.split(",")
+    sizes = {}
+    for term, op in zip(terms, operands):
+        if len(term) != op.dim():
+            raise RuntimeError(f"einsum term '{term}' does not fit a {op.dim()}-D operand")
+        for letter, size in zip(term, op.shape):
+            if sizes.setdefault(letter, size) != size and 1 not in (size, sizes[letter]):
+                raise RuntimeError(f"einsum: '{letter}' is {sizes[letter]} and {size}")
+    if not _:
+        output = "".join(sorted(c for c in sizes if inputs.count(c) == 1))
+    dt = functools.reduce(_promote, (o.dtype for o in operands))
+    return Tensor(tuple(sizes[c] for c in output), dt, operands[0].device)
+
+
+def cat(tensors, dim=0):
+    tensors = list(tensors)
+    d = _dim(dim, tensors[0].dim())
+    shape = list(tensors[0].shape)
+    shape[d] = sum(t.shape[d] for t in tensors)
+    return Tensor(tuple(shape), functools.reduce(_promote, (t.dtype for t in tensors)), tensors[0].device)
+
+
+concat = concatenate = cat
+
+
+def stack(tensors, dim=0):
+    tensors = list(tensors)
+    return cat([t.unsqueeze(dim) for t in tensors], dim)
+
+
+def outer(a, b):
+    return Tensor((a.numel(), b.numel()), _promote(a.dtype, b.dtype), a.device)
+
+
+def gather(t, dim, index):
+    return Tensor(index.shape, t.dtype, t.device)
+
+
+def index_select(t, dim, index):
+    d = _dim(dim, t.dim())
+    return t._like(t.shape[:d] + (index.numel(),) + t.shape[d + 1:])
+
+
+def manual_seed(seed):
+    return Generator().manual_seed(seed)
+
+
+def seed():
+    return 0
+
+
+def is_tensor(x):
+    return isinstance(x, Tensor)
+
+
+def is_floating_point(x):
+    return x.is_floating_point()
+
+
+def set_default_dtype(d):
+    T._default_float = d
+
+
+def get_default_dtype():
+    return T._default_float
+
+
+class Generator:
+    def __init__(self, device="cpu"):
+        self.device = device
+
+    def manual_seed(self, seed):
+        return self
+
+    def seed(self):
+        return 0
+
+    def initial_seed(self):
+        return 0
+
+
+class no_grad(contextlib.ContextDecorator):
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+inference_mode = enable_grad = no_grad
+
+
+def set_grad_enabled(mode):
+    return no_grad()
+
+
+def compile(model=None, **kwargs):  # noqa: A001 - torch.compile
+    if model is None:
+        return lambda m: m
+    return model
+
+
+def _method(name):
+    def call(x, *a, **k):
+        return getattr(_tensor(x), name)(*a, **k)
+    call.__name__ = name
+    return call
+
+
+# torch.abs, torch.sum, ...: kept out of this module's globals, where they would hide builtins.
+_FUNCTIONS = {}
+for _name in ("abs neg exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan tanh sigmoid relu "
+              "floor ceil round trunc sign reciprocal square erf erfc clamp clamp_min clamp_max clip "
+              "nan_to_num tril triu cumsum cumprod softmax log_softmax isnan isinf isfinite "
+              "add sub mul div pow maximum minimum eq ne lt gt le ge sum mean prod amax amin std var "
+              "norm logsumexp all any argmax argmin max min topk sort argsort reshape flatten permute "
+              "transpose swapaxes t unsqueeze squeeze chunk split narrow masked_fill unbind "
+              "sinh cosh atan asin acos frac logical_not").split():
+    _FUNCTIONS[_name] = _method(_name)
+del _name
+_FUNCTIONS.update(multiply=_FUNCTIONS["mul"], subtract=_FUNCTIONS["sub"], divide=_FUNCTIONS["div"],
+                  true_divide=_FUNCTIONS["div"])
+
+
