@@ -31,6 +31,8 @@ pub struct Task {
     pub template: Option<KernelTemplate>,
     /// The `[[baselines]]` as solutions, in task.toml order.
     pub baselines: Vec<Solution>,
+    /// The `[[expertise]]` entries with their files read, in task.toml order.
+    pub expertise: Vec<crate::expertise::Expertise>,
 }
 
 impl Task {
@@ -189,6 +191,13 @@ impl Task {
                 description: b.description.clone(),
             });
         }
+        // Relative run directories start from the task folder (the current directory for a
+        // built-in task, which has none).
+        let task_dir = match &origin {
+            TaskOrigin::Folder(dir) => Some(dir.as_path()),
+            TaskOrigin::Builtin(_) => None,
+        };
+        let expertise = crate::expertise::load(&config.expertise, read, task_dir, &display("task.toml"))?;
         Ok(Task {
             origin,
             definition,
@@ -197,6 +206,7 @@ impl Task {
             seed,
             template,
             baselines,
+            expertise,
         })
     }
 

@@ -29,6 +29,10 @@ pub struct TaskConfig {
     /// named by the task author, evaluated like candidates but exempt from the static checks.
     #[serde(default)]
     pub baselines: Vec<BaselineConfig>,
+    /// Existing implementations of the same computation to adapt (`[[expertise]]`), shown to
+    /// the planner and coder at the `full` context level.
+    #[serde(default)]
+    pub expertise: Vec<crate::expertise::ExpertiseConfig>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -529,6 +533,7 @@ impl TaskConfig {
                 _ => {}
             }
         }
+        crate::expertise::validate(&self.expertise, &mut p);
         p.into_result()
     }
 }
