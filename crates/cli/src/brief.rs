@@ -106,6 +106,8 @@ pub(crate) fn task_brief(task: &Task, target: String) -> TaskBrief {
         convention,
         default_file,
         target,
+        // Set from the task's [[expertise]] at the full context level (knowledge::brief).
+        expertise: String::new(),
         seed: task.seed.as_ref().map(|s| {
             vec![Source {
                 path: s.path.clone(),

@@ -21,6 +21,7 @@ fn main() {
         convention: "void softmax(const float *x, float *y, int64_t M, int64_t N)".into(),
         default_file: "kernel.c".into(),
         target: String::new(),
+        expertise: String::new(),
         seed: Some(vec![Source {
             path: "kernel.c".into(),
             content: kernel(0),

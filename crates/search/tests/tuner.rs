@@ -81,6 +81,7 @@ fn run(rounds: u32) -> Engine {
         convention: String::new(),
         default_file: t.file().into(),
         target: String::new(),
+        expertise: String::new(),
         seed: Some(vec![Source {
             path: t.file().into(),
             content: t.seed().unwrap(),

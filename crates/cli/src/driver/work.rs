@@ -11,6 +11,9 @@ use ksearch_spec::{Solution, Task};
 use ksearch_store::{EvaluationRow, ExchangeRow, RunStore};
 
 /// A request's outcome, for the driver's loop to record and turn into an event.
+// `Event::Started` carries the whole task brief; a `Done` is made once per request and mostly
+// travels boxed (`Dispatch::Ready`), so the size of that variant costs next to nothing.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Done {
     /// Known without a worker: the tuner's answer, a recorded evaluation, an answer stored
     /// before a crash, a candidate that cannot be a solution, a crashed worker.

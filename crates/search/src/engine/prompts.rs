@@ -14,6 +14,7 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../prompts/edit_script_format.j2"),
     ),
     ("task_context.j2", include_str!("../../prompts/task_context.j2")),
+    ("expertise.j2", include_str!("../../prompts/expertise.j2")),
     ("world_state.j2", include_str!("../../prompts/world_state.j2")),
     ("code_common.j2", include_str!("../../prompts/code_common.j2")),
     ("plan_init.j2", include_str!("../../prompts/plan_init.j2")),

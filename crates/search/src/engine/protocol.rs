@@ -27,6 +27,11 @@ pub struct TaskBrief {
     pub default_file: String,
     /// The target device's slice of the knowledge base (may be empty).
     pub target: String,
+    /// Existing implementations to adapt (the task's `[[expertise]]`, rendered), shown beside
+    /// the target's translation layer at the `full` context level; empty otherwise and in runs
+    /// recorded before it existed.
+    #[serde(default)]
+    pub expertise: String,
     /// The naive starting kernel, evaluated first and attached to the root.
     pub seed: Option<Vec<Source>>,
 }

@@ -12,6 +12,7 @@ pub fn brief(seed: bool) -> TaskBrief {
         convention: "void k(const float *x, float *y, int64_t n)".into(),
         default_file: "kernel.c".into(),
         target: String::new(),
+        expertise: String::new(),
         seed: seed.then(|| {
             vec![Source {
                 path: "kernel.c".into(),
