@@ -9,17 +9,18 @@ Then two clocks run around the single call:
     synchronise: includes launch overhead, and any work the candidate put on another stream or
     thread, which the events on the default stream can miss. Rust compares the two.
 
-CUDA graphs (`timing.cuda_graph`: true, false or "auto"): for kernels so short that launch
-overhead dominates (below GRAPH_BELOW_NS over the warm-up calls, with "auto"), the candidate's
-call and the reference's are each captured once into a graph after the warm-up pairs, and every
-timed call replays it. Inputs and outputs stay in the same buffers, so each replay still gets
-its own fresh contents and its outputs are still checked. Only candidates that launch on torch's
+CUDA graphs (`timing.cuda_graph`: true, false or "auto"): the candidate's call and the
+reference's are each captured once into a graph, at the last warm-up pair, and from that pair on
+every call replays its graph. Inputs and outputs stay in the same buffers, so each replay still
+gets its own fresh contents and its outputs are still checked. With "auto" the graphs are kept
+only when that warm-up replay of the candidate took under GRAPH_BELOW_NS: kernels so short that
+launch overhead would dominate their event time (a Python launch alone costs tens of
+microseconds, which is why the decision rests on a replay and not on plain calls). Only candidates that launch on torch's
 current stream can be captured (backends python and triton); the cuda backend's kernels launch
 on the legacy default stream, which CUDA refuses to capture. A capture that fails (a
 synchronising call inside, a NumPy reference) falls back to plain event timing, with a note.
 """
 
-import statistics
 from time import perf_counter_ns
 
 from . import timing
@@ -38,7 +39,7 @@ def time_pairs(session, settings):
     mode = settings.get("cuda_graph", "auto")
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     clock = perf_counter_ns
-    cand_ns, ref_ns, cand_host, ref_host, warm_ns = [], [], [], [], []
+    cand_ns, ref_ns, cand_host, ref_host = [], [], [], []
     graphs, note = None, None
     began = clock()
 
@@ -53,9 +54,15 @@ def time_pairs(session, settings):
         h1 = clock()
         return returned, start.elapsed_time(end) * 1e6, h1 - h0
 
+    if mode in (False, "false", "off"):
+        capture_at = None
+    elif warmup >= 1:
+        capture_at = warmup - 1  # a warm-up pair: its replay decides "auto", untimed
+    else:
+        capture_at = 0 if mode is True else None
     for k in range(warmup + iterations):
-        if k == warmup and mode not in (False, "false", "off"):
-            graphs, note = _maybe_capture(session, k, mode, warm_ns)
+        if k == capture_at:
+            graphs, note = _capture(session, k, mode)
         call = session.candidate(k)
         if graphs is not None:
             call = graphs.candidate
@@ -69,7 +76,11 @@ def time_pairs(session, settings):
         session.reference_done(k, graphs.reference_out if graphs is not None else result)
         del result
         if k < warmup:
-            warm_ns.append(event)
+            if graphs is not None and k == capture_at and mode == "auto" and \
+                    event >= GRAPH_BELOW_NS:
+                graphs = None
+                note = (f"not used: a replay of the candidate's graph took {event / 1e3:.1f} us, "
+                        f"not under {GRAPH_BELOW_NS / 1e3:g} us")
             continue
         cand_ns.append(event)
         ref_ns.append(ref_event)
@@ -95,8 +106,8 @@ class _Graphs:
         self.reference_graph.replay()
 
 
-def _maybe_capture(session, k, mode, warm_ns):
-    """(graphs or None, a note saying why not or why), decided after the warm-up pairs."""
+def _capture(session, k, mode):
+    """(graphs or None, a note saying why not, or what was done), for call k."""
     if not getattr(session.kernel, "graph_capturable", False):
         return None, (None if mode == "auto" else
                       "not captured: this backend's kernels launch on the legacy default stream, "
@@ -104,12 +115,6 @@ def _maybe_capture(session, k, mode, warm_ns):
     if not session.mem.reference_on_device:
         return None, (None if mode == "auto" else
                       "not captured: the reference runs on the host (NumPy), not on the device")
-    if mode == "auto":
-        if not warm_ns:
-            return None, "not captured: no warm-up call measured the kernel's duration"
-        typical = statistics.median(warm_ns)
-        if typical >= GRAPH_BELOW_NS:
-            return None, None
     torch = session.mem.torch
     try:
         call = session.candidate(k)

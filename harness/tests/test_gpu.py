@@ -138,13 +138,18 @@ class TorchCandidates(unittest.TestCase):
         self.assertIsNotNone(result.events[-1]["environment"]["device"]["triton"])
 
     def test_tiny_kernels_are_timed_through_cuda_graphs(self):
-        tiny = [{"uuid": "t0", "axes": {"M": 4, "N": 64}}]
-        req = g.gpu_request("triton", g.SOFTMAX_TRITON, calling="dps", workloads=tiny)
+        workloads = [{"uuid": "tiny", "axes": {"M": 4, "N": 64}},
+                     {"uuid": "large", "axes": {"M": 4096, "N": 4096}}]
+        req = g.gpu_request("triton", g.SOFTMAX_TRITON, calling="dps", workloads=workloads)
         req["timing"]["cuda_graph"] = "auto"
         result = gpu_run(req)
-        self.assertEqual(result.statuses, ["passed"], result.stderr[-3000:])
-        timing = result.workloads[0]["timing"]
-        self.assertTrue(timing["cuda_graph"], timing["cuda_graph_note"])
+        self.assertEqual(result.statuses, ["passed", "passed"], result.stderr[-3000:])
+        tiny, large = (w["timing"] for w in result.workloads)
+        self.assertTrue(tiny["cuda_graph"], tiny["cuda_graph_note"])
+        # A Python launch costs more than the tiny kernel: the replays are far shorter.
+        self.assertLess(statistics.median(tiny["candidate_ns"]), 10_000)
+        self.assertFalse(large["cuda_graph"])
+        self.assertIn("not used", large["cuda_graph_note"])
         req["timing"]["cuda_graph"] = False
         self.assertFalse(gpu_run(req).workloads[0]["timing"]["cuda_graph"])
 
