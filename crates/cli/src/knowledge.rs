@@ -67,19 +67,11 @@ pub(crate) fn knowledge_on(kb: &Kb, task: &Task, device: &str, level: ContextLev
 
 /// The task brief the search starts from, with the knowledge cited at `level`: what
 /// `ksearch run --context LEVEL` starts the engine with.
-// Called by the tests until run_cmd.rs switches to it (with the --context flag).
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn brief(kb: &Kb, task: &Task, level: ContextLevel) -> anyhow::Result<TaskBrief> {
     let Knowledge { target, expertise } = knowledge(kb, task, level)?;
     let mut brief = crate::brief::task_brief(task, target);
     brief.expertise = expertise;
     Ok(brief)
-}
-
-/// The target's slice of the knowledge base for the planner and coder prompts, at the full
-/// level (the default of `--context`).
-pub(crate) fn prompt_slice(kb: &Kb, task: &Task) -> anyhow::Result<String> {
-    Ok(knowledge(kb, task, ContextLevel::Full)?.target)
 }
 
 /// The expertise as prompts show it: each entry's origin, language and description, then its
@@ -249,10 +241,6 @@ mod tests {
             .unwrap()
             .target
             .starts_with(&slice));
-        assert_eq!(
-            prompt_slice(&kb, &task).unwrap(),
-            knowledge(&kb, &task, ContextLevel::Full).unwrap().target
-        );
     }
 
     #[test]

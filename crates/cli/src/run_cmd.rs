@@ -1,7 +1,6 @@
 //! `ksearch run` and `ksearch resume`.
 
 use crate::brains::BrainSpec;
-use crate::brief::task_brief;
 use crate::driver::{Driver, Stopped};
 use anyhow::{bail, Context};
 use ksearch_devices::{DevicePool, DeviceSpec};
@@ -46,6 +45,11 @@ pub(crate) struct RunArgs {
     /// (`#define BLOCK 128 // ksearch: knob values=[64, 128, 256]`; world-model strategy; 0: off).
     #[arg(long, default_value_t = 0.25, value_name = "SHARE")]
     knob_share: f64,
+    /// What the prompts cite from the knowledge base: `none`, `hardware` (the target's figures)
+    /// or `full` (figures, patterns, the translation layer into the target, properties to keep,
+    /// and the task's expertise); the published three-configuration comparison.
+    #[arg(long, default_value = "full", value_name = "LEVEL")]
+    context: ksearch_kb::ContextLevel,
     /// Requests served at once: LLM calls and evaluations overlap, and `evolve` works on up to N
     /// islands at once (world-model and refine stay one step at a time but for the final
     /// re-measurement). Evaluations still take one device each (--devices).
@@ -140,6 +144,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
             rounds: args.rounds,
             strategy,
             knob_share: args.knob_share,
+            context: args.context,
             parallel: args.parallel,
             devices: args.devices.clone(),
         },
@@ -171,6 +176,8 @@ pub(crate) struct SearchSettings {
     pub rounds: u32,
     pub strategy: Strategy,
     pub knob_share: f64,
+    /// What the prompts cite from the knowledge base (`--context`).
+    pub context: ksearch_kb::ContextLevel,
     /// Requests served at once (`EngineConfig::parallel`).
     pub parallel: u32,
     /// `--devices` as given (checked), recorded so `resume` uses the same devices.
@@ -224,7 +231,8 @@ pub(crate) fn create_run(
         ..EngineConfig::default()
     };
     let kb = crate::knowledge::kb()?;
-    let mut brief = task_brief(task, crate::knowledge::prompt_slice(&kb, task)?);
+    store.set_meta("context", &json!(settings.context.to_string()))?;
+    let mut brief = crate::knowledge::brief(&kb, task, settings.context)?;
     if *brain == BrainSpec::Tuner {
         // The tuner starts from its template's all-defaults configuration.
         let tuner = crate::knowledge::tuner(task)?;
