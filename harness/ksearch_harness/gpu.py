@@ -128,6 +128,9 @@ class TorchMemory:
         self.l2_bytes = l2_bytes
         self.broken = None
         self.sanitizer = None  # a SanitizerLog when compute-sanitizer watches the process
+        # True while gpu_timing captures a CUDA graph: CUDA refuses synchronising calls then, so
+        # an error is no sign of a lost context until the capture has ended.
+        self.capturing = False
         self._flush = None
 
     def dtype(self, tensor_spec):
@@ -175,7 +178,7 @@ class TorchMemory:
             return CandidateError("runtime_error", f"the candidate raised "
                                                    f"{type(error).__name__}: {text} ({during})")
         reason = f"the GPU reported an error {during}: {text}"
-        if not self._usable():
+        if not self.capturing and not self.usable():
             self.broken = f"the CUDA context is unusable after an earlier error ({text})"
             reason += "; the CUDA context is unusable after it, so later workloads are not run"
         if self.sanitizer is not None:
@@ -184,7 +187,7 @@ class TorchMemory:
                 reason += f"; compute-sanitizer: {' | '.join(lines)}"
         return CandidateError("runtime_error", reason)
 
-    def _usable(self):
+    def usable(self):
         try:
             self.torch.cuda.synchronize(self.device)
             probe = self.torch.ones(1, device=self.device)

@@ -10,12 +10,14 @@ Then two clocks run around the single call:
     thread, which the events on the default stream can miss. Rust compares the two.
 
 CUDA graphs (`timing.cuda_graph`: true, false or "auto"): the candidate's call and the
-reference's are each captured once into a graph, at the last warm-up pair, and from that pair on
-every call replays its graph. Inputs and outputs stay in the same buffers, so each replay still
-gets its own fresh contents and its outputs are still checked. With "auto" the graphs are kept
-only when that warm-up replay of the candidate took under GRAPH_BELOW_NS: kernels so short that
-launch overhead would dominate their event time (a Python launch alone costs tens of
-microseconds, which is why the decision rests on a replay and not on plain calls). Only candidates that launch on torch's
+reference's are each captured once into a graph, two warm-up pairs before the timed ones (one
+with a single warm-up pair), and from then on every call replays its graph. Inputs and outputs
+stay in the same buffers, so each replay still gets its own fresh contents and its outputs are
+still checked. With "auto" the graphs are kept only when the last warm-up replay of the
+candidate took under GRAPH_BELOW_NS: kernels so short that launch overhead would dominate their
+event time (a Python launch alone costs tens of microseconds, which is why the decision rests on
+a replay and not on plain calls; and not on the first replay, which also uploads the graph to
+the device, about 30 us on an H200). Only candidates that launch on torch's
 current stream can be captured (backends python and triton); the cuda backend's kernels launch
 on the legacy default stream, which CUDA refuses to capture. A capture that fails (a
 synchronising call inside, a NumPy reference) falls back to plain event timing, with a note.
@@ -28,6 +30,9 @@ from .errors import CandidateError
 from .gpu import first_line
 
 GRAPH_BELOW_NS = 10_000
+# "auto" does not even try a capture when a plain warm-up call took this long: launch overhead
+# is a small share of such a call, and a capture is one more way for an odd candidate to fail.
+GRAPH_TRY_BELOW_NS = 100_000
 
 
 def time_pairs(session, settings):
@@ -39,7 +44,7 @@ def time_pairs(session, settings):
     mode = settings.get("cuda_graph", "auto")
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     clock = perf_counter_ns
-    cand_ns, ref_ns, cand_host, ref_host = [], [], [], []
+    cand_ns, ref_ns, cand_host, ref_host, plain_warm = [], [], [], [], []
     graphs, note = None, None
     began = clock()
 
@@ -57,12 +62,15 @@ def time_pairs(session, settings):
     if mode in (False, "false", "off"):
         capture_at = None
     elif warmup >= 1:
-        capture_at = warmup - 1  # a warm-up pair: its replay decides "auto", untimed
+        capture_at = max(warmup - 2, 0)  # warm-up pairs: the last one's replay decides "auto"
     else:
         capture_at = 0 if mode is True else None
     for k in range(warmup + iterations):
         if k == capture_at:
-            graphs, note = _capture(session, k, mode)
+            if mode == "auto" and plain_warm and min(plain_warm) >= GRAPH_TRY_BELOW_NS:
+                note = None  # long calls: nothing to gain
+            else:
+                graphs, note = _capture(session, k, mode)
         call = session.candidate(k)
         if graphs is not None:
             call = graphs.candidate
@@ -76,7 +84,9 @@ def time_pairs(session, settings):
         session.reference_done(k, graphs.reference_out if graphs is not None else result)
         del result
         if k < warmup:
-            if graphs is not None and k == capture_at and mode == "auto" and \
+            if graphs is None:
+                plain_warm.append(event)
+            if graphs is not None and k == warmup - 1 and mode == "auto" and \
                     event >= GRAPH_BELOW_NS:
                 graphs = None
                 note = (f"not used: a replay of the candidate's graph took {event / 1e3:.1f} us, "
@@ -115,22 +125,25 @@ def _capture(session, k, mode):
     if not session.mem.reference_on_device:
         return None, (None if mode == "auto" else
                       "not captured: the reference runs on the host (NumPy), not on the device")
-    torch = session.mem.torch
+    mem = session.mem
+    torch = mem.torch
     try:
         call = session.candidate(k)
+        reference_call = session.reference(k)
+        mem.capturing = True
         candidate = torch.cuda.CUDAGraph()
         with torch.cuda.graph(candidate):
             candidate_out = call()
-        reference_call = session.reference(k)
         reference = torch.cuda.CUDAGraph()
         with torch.cuda.graph(reference):
             reference_out = reference_call()
+        mem.capturing = False
         torch.cuda.synchronize()
     except (Exception, CandidateError) as e:  # noqa: BLE001 - any failure: time without graphs
-        try:
-            torch.cuda.synchronize()
-        except Exception:  # noqa: BLE001 - a broken context shows at the next timed call
-            pass
+        mem.capturing = False
+        # A refused capture leaves the context usable; anything else shows at the next call.
+        if not mem.usable():
+            mem.broken = f"the CUDA context is unusable after a failed graph capture ({first_line(e)})"
         return None, f"not captured ({first_line(e)}); timed without graphs"
     return _Graphs(candidate, candidate_out, reference, reference_out), \
         "timed by replaying CUDA graphs of the candidate's and the reference's calls"
