@@ -1,7 +1,7 @@
 use crate::format::{duration_ns, error};
 use crate::{EXIT_BAD_INPUT, EXIT_FAILED};
 use anyhow::Context;
-use ksearch_eval::{evaluate, EvalError, EvalOptions, Evaluation, Status};
+use ksearch_eval::{evaluate, CudaGraph, EvalError, EvalOptions, Evaluation, Status};
 use ksearch_spec::{Solution, Task};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,7 +11,12 @@ pub(crate) struct EvalArgs {
     /// A built-in task name (see `ksearch tasks`) or a task folder.
     task: String,
     /// A Solution JSON or a single source file; the task's seed kernel when left out.
+    #[arg(conflicts_with = "baseline")]
     solution: Option<PathBuf>,
+    /// Evaluate the task's native baseline NAME (a `[[baselines]]` entry of task.toml) instead:
+    /// the task author's own code, so the static checks are skipped.
+    #[arg(long, value_name = "NAME")]
+    baseline: Option<String>,
     /// Print one JSON object (status, workloads, raw samples) instead of a table.
     #[arg(long)]
     json: bool,
@@ -30,6 +35,16 @@ pub(crate) struct EvalArgs {
     /// Stop at the first workload that does not pass.
     #[arg(long)]
     fail_fast: bool,
+    /// GPU backends: run the correctness checks under compute-sanitizer memcheck (nothing is
+    /// timed); memory errors it finds fail the workload with its report.
+    #[arg(long)]
+    sanitize: bool,
+    /// GPU backends: time with CUDA graphs `on`, `off`, or `auto` (for calls under ~10 us).
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "on", "off"])]
+    cuda_graph: String,
+    /// The device to run on: `cuda:N` for GPU backends (default cuda:0), `cpu`.
+    #[arg(long, value_name = "DEVICE")]
+    device: Option<String>,
 }
 
 pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
@@ -37,12 +52,16 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
         Ok(t) => t,
         Err(e) => return bad_input(&e.to_string()),
     };
-    let solution = match &args.solution {
-        Some(path) => match Solution::load(path, &task) {
+    let solution = match (&args.solution, &args.baseline) {
+        (_, Some(name)) => match task.baseline(name) {
+            Ok(s) => s.clone(),
+            Err(e) => return bad_input(&e.to_string()),
+        },
+        (Some(path), None) => match Solution::load(path, &task) {
             Ok(s) => s,
             Err(e) => return bad_input(&e.to_string()),
         },
-        None => {
+        (None, None) => {
             let Some(seed) = task.seed.clone() else {
                 return bad_input(&format!(
                     "{}: kernel.seed: the task has no seed kernel, so name a SOLUTION to evaluate",
@@ -80,6 +99,14 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
     opts.timeout = args.timeout.and_then(|t| Duration::try_from_secs_f64(t).ok());
     opts.memory_bytes = Some(args.memory_limit.saturating_mul(1 << 20));
     opts.fail_fast = args.fail_fast;
+    opts.sanitize = args.sanitize;
+    opts.trusted = args.baseline.is_some();
+    opts.device = args.device.clone();
+    opts.cuda_graph = match args.cuda_graph.as_str() {
+        "on" => CudaGraph::On,
+        "off" => CudaGraph::Off,
+        _ => CudaGraph::Auto,
+    };
     let notify = |msg: &str| eprintln!("ksearch: {msg}");
     let evaluation = match evaluate(&task, &solution, &opts, &notify) {
         Ok(e) => e,
@@ -88,7 +115,9 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
                 "{problem}\n(the task cannot be used as it is; this is for its author to fix)"
             ))
         }
-        Err(e @ EvalError::UnsupportedLanguage { .. }) => return bad_input(&e.to_string()),
+        Err(e @ (EvalError::UnsupportedLanguage { .. } | EvalError::UnsupportedDevice { .. })) => {
+            return bad_input(&e.to_string())
+        }
         Err(e) => return Err(e).context("the evaluation could not run"),
     };
     if args.json {

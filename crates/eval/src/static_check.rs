@@ -201,6 +201,18 @@ mod tests {
     }
 
     #[test]
+    fn inline_ptx_is_allowed_in_cuda_but_x86_system_calls_and_c_assembly_are_not() {
+        let cfg = TaskConfig::default();
+        let ptx = "__device__ unsigned lane() { unsigned r; asm volatile(\"mov.u32 %0, %%laneid;\" : \"=r\"(r)); return r; }\n";
+        assert_eq!(check_sources("cuda", &src(ptx), &cfg), None);
+        let host = "void f() { asm volatile(\"mov $60, %%eax\\n\\tsyscall\"); }\n";
+        let r = check_sources("cuda", &src(host), &cfg).unwrap();
+        assert_eq!(r.matched, "\\tsyscall");
+        let r = check_sources("c", &src(ptx), &cfg).unwrap();
+        assert!(r.reason.contains("inline assembly"), "{}", r.reason);
+    }
+
+    #[test]
     fn task_rules_apply() {
         let mut cfg = TaskConfig::default();
         cfg.checks.forbidden.push(ksearch_spec::ForbiddenPattern {
