@@ -4,6 +4,7 @@
 mod agent_cmd;
 mod brains;
 mod brief;
+mod dashboard_cmd;
 mod doctor_cmd;
 mod driver;
 mod eval_cmd;
@@ -12,6 +13,7 @@ mod import_cmd;
 mod kb_cmd;
 mod knowledge;
 mod mcp_cmd;
+mod report_cmd;
 mod run_cmd;
 mod show_cmd;
 mod summary;
@@ -48,6 +50,10 @@ enum Command {
     Resume(run_cmd::ResumeArgs),
     /// Show a run: the world-model tree, the best candidate, the budget used.
     Show(show_cmd::ShowArgs),
+    /// Write a run's report: one self-contained HTML page (charts, the tree, the best kernel).
+    Report(report_cmd::ReportArgs),
+    /// Serve a live view of runs in progress, several side by side (a local web page).
+    Dashboard(dashboard_cmd::DashboardArgs),
     /// Evaluate a task template's knob assignments without searching: the whole grid, or a
     /// random sample.
     Sweep(sweep_cmd::SweepArgs),
@@ -78,6 +84,8 @@ fn main() -> ExitCode {
         Command::Run(args) => run_cmd::run(&args),
         Command::Resume(args) => run_cmd::resume(&args),
         Command::Show(args) => show_cmd::run(&args),
+        Command::Report(args) => report_cmd::run(&args),
+        Command::Dashboard(args) => dashboard_cmd::run(&args),
         Command::Agent(command) => agent_cmd::run(&command),
         Command::Sweep(args) => sweep_cmd::run(&args),
         Command::Kb(command) => kb_cmd::run(&command),

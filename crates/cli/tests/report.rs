@@ -1,0 +1,97 @@
+//! `ksearch report`: a scripted agent run (a too-hard node, a pruned one, a solved one, a coder
+//! answer without code, markup in node texts and in the best kernel) becomes one HTML page that
+//! headless Chromium opens without console errors, with one tree node per node in the store,
+//! one chart point per attempt, and none of the markup running.
+
+mod browser;
+mod common;
+mod scripted;
+
+use common::*;
+use scripted::*;
+
+fn scripted_report() -> (AgentRun, std::path::PathBuf, serde_json::Value) {
+    let mut run = AgentRun::start(8);
+    run.finish();
+    let show = run.show();
+    assert!(show["state"].as_str().unwrap().starts_with("finished"), "{show}");
+    let out = run.work.path().join("page.html");
+    let r = run.ksearch(&["report", run.dir(), "--out", out.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.stdout.trim(), out.to_str().unwrap());
+    (run, out, show)
+}
+
+#[test]
+fn the_report_draws_every_node_and_attempt_and_keeps_markup_inert() {
+    let (run, out, show) = scripted_report();
+    let html = std::fs::read_to_string(&out).unwrap();
+    let nodes = show["world_model"]["decision_tree"]["nodes"].as_array().unwrap();
+    let statuses: Vec<&str> = nodes.iter().map(|n| n["status"].as_str().unwrap()).collect();
+    assert!(
+        statuses.contains(&"too_hard") && statuses.contains(&"closed") && statuses.contains(&"solved"),
+        "{statuses:?}"
+    );
+    let evaluated = show["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| !c["status"].is_null())
+        .count();
+    assert_eq!(run.format_errors, 1);
+    let attempts = evaluated + run.format_errors as usize;
+
+    // Self-contained and script-free: nothing to fetch, nothing to run.
+    assert!(!html.contains("<script"), "the report has a script");
+    assert!(!html.contains("<img") && !html.contains("<link") && !html.contains(" src=\""));
+    assert!(
+        // (minijinja escapes `/` too.)
+        html.contains("&lt;&#x2f;script&gt;&lt;script&gt;window.__xss=3"),
+        "the kernel's text is shown escaped"
+    );
+
+    let Some(mut b) = browser::browser_or_skip("the_report_draws_every_node_and_attempt_and_keeps_markup_inert") else {
+        return;
+    };
+    b.goto(&format!("file://{}", out.display()));
+    assert_eq!(b.errors(), Vec::<String>::new(), "console errors");
+    assert_eq!(b.eval("typeof window.__xss"), "undefined", "markup from the run ran");
+    assert_eq!(b.count("script"), 0);
+    assert_eq!(
+        b.count("#wm-tree g.wm-node") as usize,
+        nodes.len(),
+        "one drawn node per node in the store"
+    );
+    assert_eq!(b.count("#wm-tree g.wm-too_hard"), 1);
+    assert_eq!(b.count("#wm-tree g.wm-closed"), 1);
+    assert_eq!(
+        b.count("#progress-chart circle") as usize,
+        attempts,
+        "one point per attempt"
+    );
+    // The untrusted texts are there, as text.
+    let source = b.eval("document.querySelector('#best pre.code').textContent");
+    assert!(source.as_str().unwrap().contains(XSS_KERNEL), "{source}");
+    let tree_text = b.eval("document.getElementById('wm-tree').textContent");
+    assert!(
+        tree_text
+            .as_str()
+            .unwrap()
+            .contains(XSS_CHOICE.split('<').nth(1).unwrap()),
+        "{tree_text}"
+    );
+    // The node table lists the node whose decision carries an <img> tag, as text.
+    let row = b.eval("document.getElementById('node-a').textContent");
+    assert!(row.as_str().unwrap().contains(XSS_NODE), "{row}");
+    if let Some(path) = browser::screenshot_path("report-screenshot.png") {
+        b.screenshot(&path, 1100, 1400);
+    }
+}
+
+#[test]
+fn report_of_a_folder_that_is_not_a_run_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = ksearch(&["report", dir.path().to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("not a run directory"), "{}", r.stderr);
+}

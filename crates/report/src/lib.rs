@@ -1,0 +1,32 @@
+//! Reports of ksearch runs.
+//!
+//! [`load`] reads a run directory (the run store) into a typed [`RunReport`]: the summary, the
+//! budget used, every attempt, the world-model tree, the best kernel with its diff against the
+//! seed and per-workload numbers, and provenance. [`Renderer`] turns reports into HTML:
+//! `ksearch report` writes one self-contained page (no script, no network: charts and the tree
+//! are inline SVG), and `ksearch dashboard` serves live views of one or several runs.
+//!
+//! Everything from a run (kernel sources, LLM text, node texts) is untrusted: templates
+//! auto-escape it, and the SVG code puts it only into escaped text nodes.
+
+mod chart;
+mod diff;
+mod error;
+mod html;
+mod load;
+mod model;
+mod tree;
+
+pub use chart::{best_so_far, comparison_chart, progress_chart, status_colour};
+pub use error::ReportError;
+pub use html::Renderer;
+pub use load::load;
+pub use model::*;
+pub use tree::{layout, tree_svg, Layout};
+
+use std::path::Path;
+
+/// Reads a run and renders its report page.
+pub fn report_html(run_dir: &Path) -> Result<String, ReportError> {
+    Renderer::new().report(&load(run_dir)?)
+}

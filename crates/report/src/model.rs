@@ -1,0 +1,226 @@
+//! A typed view of one run, everything a report or the dashboard shows, built once from the run
+//! store (see `load.rs`). Serialisable: templates read it, and the dashboard serves it as JSON.
+
+use serde::Serialize;
+
+/// One run as the report shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// The run directory as given.
+    pub run_dir: String,
+    /// Its last path component: how the dashboard names the run.
+    pub name: String,
+    pub task: String,
+    /// The target hardware's heading from the task brief (e.g. `NVIDIA H200 (`h200`)`).
+    pub target: String,
+    /// `world-model`, `refine` or `evolve`.
+    pub strategy: String,
+    pub brain: Brain,
+    pub state: RunState,
+    /// Rounds started so far, and the budget of rounds.
+    pub round: u32,
+    pub rounds: u32,
+    pub cycles: u32,
+    /// Events in the log: grows with every step, so the dashboard compares it to see progress.
+    pub events: usize,
+    pub budget: Budget,
+    /// LLM usage per role and model.
+    pub models: Vec<ModelUsage>,
+    /// Every attempt in the order it was made: candidates, and coder answers that produced none.
+    pub attempts: Vec<Attempt>,
+    pub best: Option<BestKernel>,
+    pub tree: Tree,
+    /// `(what, value)` rows: the device, driver, toolkit, compiler, seeds.
+    pub provenance: Vec<KeyValue>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KeyValue {
+    pub key: String,
+    pub value: String,
+}
+
+/// Who answered the planner and the coder.
+#[derive(Debug, Clone, Serialize)]
+pub struct Brain {
+    /// `llm`, `replay`, `agent` or `tuner`.
+    pub kind: String,
+    /// `provider:model` for LLM brains.
+    pub planner: Option<String>,
+    pub coder: Option<String>,
+    /// Budget limits set for the run (`max_calls = 400`, ...).
+    pub limits: Vec<KeyValue>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunState {
+    pub finished: bool,
+    /// `finished: the round budget (20) is spent`, `in progress, waiting on the coder`.
+    pub text: String,
+}
+
+/// What the run spent.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Budget {
+    /// Answered LLM calls (the tuner's and an agent's answers are not LLM calls of ours).
+    pub llm_calls: usize,
+    pub failed_llm_calls: usize,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub dollars: f64,
+    /// Answered calls whose price is unknown (their cost is not in `dollars`).
+    pub unpriced_calls: usize,
+    pub evaluations: usize,
+    /// Wall time of every evaluation added up: time the device was busy for this run.
+    pub device_seconds: f64,
+    /// `GPU` when the evaluations ran on a GPU, else `CPU`.
+    pub device_kind: String,
+    /// From the first event to the last.
+    pub wall_seconds: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelUsage {
+    pub role: String,
+    pub provider: String,
+    pub model: String,
+    pub calls: usize,
+    pub failed: usize,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub dollars: f64,
+    pub latency_s: f64,
+}
+
+/// One attempt: a candidate and its evaluation, or a coder answer that gave no candidate.
+#[derive(Debug, Clone, Serialize)]
+pub struct Attempt {
+    /// The candidate's id; `None` when the answer had no usable code.
+    pub candidate: Option<i64>,
+    pub parent: Option<i64>,
+    pub node_id: Option<String>,
+    pub round: u32,
+    pub cycle: u32,
+    /// `seed`, `coder`, `knob_sweep`, or `none` for an answer without code.
+    pub origin: String,
+    /// The search evaluation's status; `None` while it is being evaluated.
+    pub status: Option<String>,
+    pub reason: Option<String>,
+    /// Speedup over the reference when it passed.
+    pub speedup: Option<f64>,
+    /// Relative spread of the timings (IQR over median, worst workload).
+    pub relative_noise: Option<f64>,
+    /// The final re-measurement (top candidates only).
+    pub final_speedup: Option<f64>,
+    pub final_status: Option<String>,
+    /// How the engine made it when no coder wrote it.
+    pub note: Option<String>,
+}
+
+impl Attempt {
+    /// Evaluated (or failed before it could be): drawn on the chart.
+    pub fn is_done(&self) -> bool {
+        self.status.is_some()
+    }
+}
+
+/// The best candidate: its source, its diff against the seed, and its per-workload numbers.
+#[derive(Debug, Clone, Serialize)]
+pub struct BestKernel {
+    pub candidate: i64,
+    pub node_id: String,
+    pub round: u32,
+    pub speedup: Option<f64>,
+    /// Speedup over the seed (same reference, so the ratio of the two speedups).
+    pub over_seed: Option<f64>,
+    /// `final` when re-measured at the end of the run, else `search`.
+    pub measured: String,
+    pub files: Vec<SourceFile>,
+    /// True when the task has a seed to compare with.
+    pub has_seed: bool,
+    pub workloads: Vec<WorkloadRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceFile {
+    pub path: String,
+    pub content: String,
+    /// Against the seed's file of the same path (or the seed's only file); empty if identical
+    /// or there is no seed.
+    pub diff: Vec<DiffLine>,
+    /// `changed`, `new` (no such file in the seed), `identical`, or `no seed`.
+    pub versus_seed: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DiffLine {
+    /// `add`, `del`, `ctx` or `hunk`.
+    pub kind: String,
+    pub text: String,
+}
+
+/// One workload of the best candidate's evaluation.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadRow {
+    pub uuid: String,
+    /// `M=8 N=64`.
+    pub axes: String,
+    pub status: String,
+    pub reason: Option<String>,
+    pub speedup: Option<f64>,
+    pub median_ns: Option<f64>,
+    pub iqr_ns: Option<f64>,
+    pub reference_median_ns: Option<f64>,
+    pub reference_iqr_ns: Option<f64>,
+    /// IQR over median of the candidate's timings.
+    pub relative_noise: Option<f64>,
+    pub samples: Option<u64>,
+    pub max_abs_error: Option<f64>,
+    pub gb_per_s: Option<f64>,
+    pub gflop_per_s: Option<f64>,
+    /// The harness's warning about the timing, if any.
+    pub suspicious: Option<String>,
+}
+
+/// The world-model tree, nodes in drawing order (each after its parent, siblings in node order).
+#[derive(Debug, Clone, Serialize)]
+pub struct Tree {
+    pub kernel_summary: String,
+    pub open_questions: Vec<String>,
+    pub active_leaf: String,
+    pub nodes: Vec<TreeNode>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TreeNode {
+    pub id: String,
+    pub parent: Option<String>,
+    pub depth: usize,
+    pub decision: String,
+    pub choice: String,
+    pub rating: f64,
+    pub confidence: f64,
+    /// `open`, `solved`, `too_hard` or `closed`.
+    pub status: String,
+    pub status_reason: Option<String>,
+    pub action: Option<String>,
+    pub difficulty: Option<u8>,
+    pub score: Option<f64>,
+    pub expected_speedup: Option<f64>,
+    /// The attached result: candidate, speedup and round.
+    pub result: Option<NodeResult>,
+    pub notes: String,
+    /// Attempts made on this node.
+    pub attempts: usize,
+    pub last_updated_round: u32,
+    pub active: bool,
+    /// The node of the run's best candidate.
+    pub best: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeResult {
+    pub candidate: i64,
+    pub speedup: f64,
+    pub round: u32,
+}
