@@ -190,10 +190,15 @@ def render_task(task, runs):
     medians = {(r["uuid"], r["solution"]): r["median"] for r in rows}
     lines = [f"### {task}", ""]
     for label, record in runs:
+        # Whole-evaluation time (the tasks aim at under 60 s each) and its largest stages.
+        stages = sorted((record.get("stage_seconds") or {}).items(), key=lambda kv: -kv[1])[:3]
+        took = f"{record['wall_seconds']:.1f} s" if record.get("wall_seconds") is not None else "-"
+        detail = ", ".join(f"{k} {v:.1f} s" for k, v in stages)
+        line = f"- {label}: {record.get('status')}, evaluation {took}" + (f" ({detail})" if detail else "")
         if record.get("status") != "passed":
-            lines.append(f"- {label}: **{record.get('status')}**: {record.get('reason') or ''}")
-    if lines[-1] != "":
-        lines.append("")
+            line += f": {record.get('reason') or ''}"
+        lines.append(line)
+    lines.append("")
     head = ["workload", "solution", "status", "median", "IQR", "GB/s", "% of 4.3 TB/s",
             "TFLOP/s", "% of 790"] + [f"vs {b}" for b in baselines]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
