@@ -59,6 +59,22 @@ pub fn best_so_far(attempts: &[Attempt]) -> Vec<(u32, f64)> {
     out
 }
 
+/// Labels of the log-scale speedup axis: only 1, 2, 3 and 5 times a power of ten are named,
+/// the other ticks stay unnamed so the labels never crowd.
+fn nice_label(y: &f64) -> String {
+    if !y.is_finite() || *y <= 0.0 {
+        return String::new();
+    }
+    let e = y.log10().floor();
+    let m = y / 10f64.powf(e);
+    let nice = [1.0, 2.0, 3.0, 5.0, 10.0].iter().any(|n| (m - n).abs() < 1e-6 * n);
+    if !nice {
+        return String::new();
+    }
+    let digits = if e < 0.0 { (-e) as usize } else { 0 };
+    format!("{y:.digits$}x")
+}
+
 /// The y range (log scale) holding every speedup and 1x, with some room.
 fn y_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     let (lo, hi) = values
@@ -109,9 +125,9 @@ pub fn progress_chart(run: &RunReport, size: (u32, u32)) -> Result<String, Repor
             .y_desc("speedup vs reference")
             .x_labels(last_round.min(12) as usize + 1)
             .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&|y| format!("{y:.2}x"))
+            .y_label_formatter(&nice_label)
             .y_labels(14)
-            .bold_line_style(RGBColor(226, 226, 226))
+            .bold_line_style(RGBColor(236, 236, 236))
             .light_line_style(WHITE)
             .draw()
             .map_err(chart_err)?;
@@ -226,9 +242,9 @@ pub fn comparison_chart(runs: &[&RunReport], size: (u32, u32)) -> Result<String,
             .y_desc("best speedup so far")
             .x_labels(last_round.min(12) as usize + 1)
             .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&|y| format!("{y:.2}x"))
+            .y_label_formatter(&nice_label)
             .y_labels(14)
-            .bold_line_style(RGBColor(226, 226, 226))
+            .bold_line_style(RGBColor(236, 236, 236))
             .light_line_style(WHITE)
             .draw()
             .map_err(chart_err)?;
@@ -280,6 +296,18 @@ mod tests {
             attempt(3, Some(1.4)),
         ];
         assert_eq!(best_so_far(&a), vec![(0, 1.0), (1, 1.0), (2, 1.5), (3, 1.5)]);
+    }
+
+    #[test]
+    fn only_round_speedups_are_labelled() {
+        let labels: Vec<String> = [0.1, 0.2, 0.25, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 10.0, 20.0]
+            .iter()
+            .map(nice_label)
+            .collect();
+        assert_eq!(
+            labels,
+            ["0.1x", "0.2x", "", "0.3x", "0.5x", "", "1x", "", "2x", "3x", "10x", "20x"]
+        );
     }
 
     #[test]

@@ -121,7 +121,10 @@ impl Renderer {
             "dashboard.html",
             context! {
                 body => Value::from_safe_string(body.to_string()),
-                stamp => stamp,
+                // A JavaScript string literal, safe inside <script>.
+                stamp_js => Value::from_safe_string(
+                    serde_json::to_string(stamp).unwrap_or_default().replace('<', "\\u003c")
+                ),
                 refresh_ms => refresh_ms,
                 version => env!("CARGO_PKG_VERSION"),
             },

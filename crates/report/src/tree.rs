@@ -206,7 +206,7 @@ fn node_group(n: &TreeNode, (x, y): (f64, f64), columns_x: f64) -> Group {
     let result_x = columns_x + 2.0 * (BAR_W + 46.0);
     let mut g = Group::new()
         .set("class", format!("wm-node wm-{}", n.status))
-        .set("id", format!("wm-node-{id}"))
+        .set("data-node", id.clone())
         .add(Title::new(tooltip(n)))
         .add(marker)
         .add(label(x + 6.0, y + 4.0, id, 12, "#ffffff").set("font-weight", "bold"))

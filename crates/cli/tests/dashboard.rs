@@ -1,0 +1,162 @@
+//! `ksearch dashboard`: a finished tuner run beside a scripted agent run that the test advances
+//! step by step. The page (in headless Chromium) shows both side by side with a comparison chart,
+//! and shows each new attempt without being reloaded; its JSON endpoint follows the run too.
+
+mod browser;
+mod common;
+mod scripted;
+
+use common::*;
+use scripted::*;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The dashboard server, stopped when dropped.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_dashboard(run_dirs: &[&str]) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ksearch"))
+        .arg("dashboard")
+        .args(run_dirs)
+        .args(["--port", "0", "--refresh-ms", "200"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    Server { child, url }
+}
+
+/// GET `path` from the server; the body as JSON.
+fn get_json(server: &Server, path: &str) -> serde_json::Value {
+    let host = server.url.trim_start_matches("http://").trim_end_matches('/');
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut response = String::new();
+    s.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+/// Waits until `f` holds, for up to 30 s.
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_dashboard_shows_runs_side_by_side_and_follows_a_run_as_it_advances() {
+    let mut agent = AgentRun::start(8);
+    assert!(agent.step(), "the planner's first plan");
+    let tuner = agent.work.path().join("tuner-run");
+    let r = agent.ksearch(&[
+        "run",
+        fixture("tiny_softmax_tunable").to_str().unwrap(),
+        "--rounds",
+        "4",
+        "--seed",
+        "3",
+        "--json",
+        "--out",
+        tuner.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let server = start_dashboard(&[agent.dir(), tuner.to_str().unwrap()]);
+
+    // The JSON endpoint: both runs; the agent run has its seed evaluated and waits on the coder.
+    let state = get_json(&server, "/api/state");
+    assert_eq!(state["runs"].as_array().unwrap().len(), 2, "{state}");
+    assert_eq!(state["runs"][0]["attempts"], 1, "{state}");
+    assert_eq!(state["runs"][0]["nodes"], 4, "{state}");
+    assert_eq!(state["runs"][1]["finished"], true, "{state}");
+    let run0 = get_json(&server, "/api/run/0");
+    assert_eq!(run0["tree"]["nodes"].as_array().unwrap().len(), 4);
+
+    let Some(mut b) =
+        browser::browser_or_skip("the_dashboard_shows_runs_side_by_side_and_follows_a_run_as_it_advances")
+    else {
+        // Without a browser, the endpoint alone must follow the run.
+        agent.step();
+        assert_eq!(get_json(&server, "/api/state")["runs"][0]["attempts"], 2);
+        return;
+    };
+    b.goto(&server.url);
+    assert_eq!(b.count("section.run"), 2, "a column per run");
+    assert_eq!(b.count("#comparison-chart svg"), 1, "the comparison chart");
+    let points = "#run-0 .progress-chart circle";
+    assert_eq!(b.count(points), 1, "the seed's evaluation");
+    assert_eq!(b.count("#run-0-wm-tree g.wm-node"), 4);
+    let tuner_attempts = get_json(&server, "/api/state")["runs"][1]["attempts"].as_u64().unwrap();
+    assert_eq!(b.count("#run-1 .progress-chart circle"), tuner_attempts);
+    // Anything set now disappears if the page is reloaded.
+    b.eval("window.__still_here = 42");
+
+    // The coder's first answer for node a has no code: an attempt without a candidate.
+    assert!(agent.step());
+    eventually("the page shows the second attempt", || b.count(points) == 2);
+    // The next one does not compile: a third attempt.
+    assert!(agent.step());
+    eventually("the page shows the third attempt", || b.count(points) == 3);
+    assert_eq!(
+        b.eval("window.__still_here"),
+        42,
+        "the page was reloaded instead of updated"
+    );
+    assert_eq!(get_json(&server, "/api/state")["runs"][0]["attempts"], 3);
+
+    // To the end: the page follows it, the state says finished.
+    agent.finish();
+    let attempts = get_json(&server, "/api/state")["runs"][0]["attempts"].as_u64().unwrap();
+    eventually("the page shows the whole run", || {
+        b.count(points) == attempts && b.eval("document.querySelector('#run-0 .badge.state-finished') !== null") == true
+    });
+    let nodes = agent.show()["world_model"]["decision_tree"]["nodes"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(b.count("#run-0-wm-tree g.wm-node") as usize, nodes);
+    assert_eq!(b.eval("typeof window.__xss"), "undefined", "markup from the run ran");
+    assert_eq!(b.errors(), Vec::<String>::new(), "console errors");
+
+    // A run's full report from the dashboard.
+    b.goto(&format!("{}run/0", server.url));
+    assert_eq!(b.count("#wm-tree g.wm-node") as usize, nodes);
+    assert_eq!(b.errors(), Vec::<String>::new(), "console errors");
+    if let Some(path) = browser::screenshot_path("dashboard-screenshot.png") {
+        b.goto(&server.url);
+        b.screenshot(&path, 1400, 1000);
+    }
+}
+
+#[test]
+fn a_dashboard_of_a_folder_that_is_not_a_run_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = ksearch(&["dashboard", dir.path().to_str().unwrap(), "--port", "0"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("not a run directory"), "{}", r.stderr);
+}

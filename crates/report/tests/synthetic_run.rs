@@ -1,0 +1,346 @@
+//! A run made by driving the real engine with scripted answers and made-up measurements, stored
+//! as the driver stores it (rows before the event that announces them): LLM exchanges with
+//! tokens and prices, a GPU's provenance, a format error, a too-hard node and a pruned one. The
+//! report model must account for all of it, in progress and finished, and the pages must draw it.
+
+use ksearch_report::{load, Renderer, RunReport};
+use ksearch_search::engine::{Engine, EngineConfig, EvalSummary, Event, Request, Source, TaskBrief, WorkloadSummary};
+use ksearch_store::{CandidateRow, EvaluationRow, ExchangeRow, RunStore};
+use serde_json::json;
+
+const SEED: &str = "void k(float *x) {\n  x[0] = 1;\n  x[1] = 2;\n}\n";
+const GOOD: &str = "void k(float *x) {\n  x[0] = 1;\n  x[1] = 3; /* </script><script>alert(1)</script> */\n}\n";
+
+struct Script {
+    store: RunStore,
+    engine: Engine,
+    coder_calls_on_a: u32,
+    passed: u32,
+    /// Exchanges recorded, answered ones only.
+    answered: u32,
+}
+
+fn summary(status: &str, speedup: Option<f64>) -> EvalSummary {
+    EvalSummary {
+        status: status.into(),
+        reason: (status != "passed").then(|| "kernel.cu:3: error: expected ';'".to_string()),
+        speedup,
+        relative_noise: speedup.map(|_| 0.02),
+        workloads: vec![WorkloadSummary {
+            uuid: "w0".into(),
+            status: status.into(),
+            speedup,
+            median_ns: Some(1000.0),
+            iqr_ns: Some(20.0),
+            reference_median_ns: speedup.map(|s| 1000.0 * s),
+        }],
+        log_tail: String::new(),
+        suspicious: None,
+    }
+}
+
+/// The whole evaluation record, as the evaluator writes it.
+fn record(status: &str, speedup: Option<f64>) -> serde_json::Value {
+    let workload = |uuid: &str, n: i64, s: Option<f64>| {
+        json!({"uuid": uuid, "axes": {"N": n}, "status": status, "reason": null,
+               "correctness": {"trials": 2, "max_abs_error": 1e-6, "matched_ratio": 1.0},
+               "timing": s.map(|s| json!({"clock": "cuda_event",
+                   "candidate": {"n": 30, "median_ns": 1000.0, "iqr_ns": 40.0},
+                   "reference": {"n": 30, "median_ns": 1000.0 * s, "iqr_ns": 10.0},
+                   "speedup": s, "achieved_gb_per_s": 2100.0, "achieved_gflop_per_s": null, "suspicious": null}))})
+    };
+    json!({"status": status, "speedup": speedup, "wall_seconds": 0.5,
+           "workloads": [workload("w0", 1024, speedup), workload("w1", 4096, speedup)],
+           "compile": {"ok": status != "compile_error", "command": ["nvcc", "-O3", "kernel.cu"], "arch": "sm_90"},
+           "provenance": {"device": "cuda:0", "backend": "cuda", "seed": 99, "harness_version": "0.2.0", "trials": 2,
+               "environment": {"python": "3.11", "device": {"name": "NVIDIA H200", "driver": "570.1", "cuda_runtime": "12.8"}}},
+           "leased_device": "0"})
+}
+
+fn node(id: &str, decision: &str, score: f64) -> serde_json::Value {
+    json!({"op": "insert_node", "node": {"node_id": id, "parent_id": "root", "decision": decision,
+        "choice": format!("option {id}"), "overall_rating": 6, "confidence": 0.5,
+        "action": {"title": format!("implement {id}"), "difficulty": 2, "score": score}}})
+}
+
+impl Script {
+    fn new(dir: &std::path::Path) -> Script {
+        let store = RunStore::create(dir).unwrap();
+        let provider = |model: &str| json!({"name": "openai", "model": model, "kind": "openai-chat"});
+        store
+            .set_meta(
+                "brain",
+                &json!({"kind": "llm", "planner": provider("gpt-p"), "coder": provider("gpt-c"),
+                        "budget": {"max_calls": 400, "max_dollars": null}}),
+            )
+            .unwrap();
+        store.set_meta("ksearch_version", &json!("0.1.0")).unwrap();
+        let mut s = Script {
+            store,
+            engine: Engine::new(),
+            coder_calls_on_a: 0,
+            passed: 0,
+            answered: 0,
+        };
+        s.append(Event::Started {
+            task: TaskBrief {
+                name: "synthetic <task>".into(),
+                text: "a task".into(),
+                language: "cuda".into(),
+                convention: String::new(),
+                default_file: "kernel.cu".into(),
+                target: "## Target hardware: NVIDIA H200 (`h200`)\n- 132 SMs".into(),
+                expertise: String::new(),
+                seed: Some(vec![Source {
+                    path: "kernel.cu".into(),
+                    content: SEED.into(),
+                }]),
+            },
+            config: EngineConfig {
+                rounds: 6,
+                stagnation_window: 2,
+                ..EngineConfig::default()
+            },
+        });
+        s
+    }
+
+    fn append(&mut self, e: Event) {
+        self.store
+            .append_event(e.kind(), &serde_json::to_value(&e).unwrap())
+            .unwrap();
+        self.engine.apply(&e).unwrap();
+    }
+
+    fn exchange(&mut self, id: &str, role: &str, answer: Option<&str>) {
+        self.store
+            .record_exchange(&ExchangeRow {
+                request_id: Some(id.into()),
+                role: role.into(),
+                provider: "openai".into(),
+                model: if role == "planner" { "gpt-p" } else { "gpt-c" }.into(),
+                answer: answer.map(|a| json!({"text": a})),
+                error: answer.is_none().then(|| "timed out".to_string()),
+                input_tokens: if answer.is_some() { 1000 } else { 0 },
+                output_tokens: if answer.is_some() { 200 } else { 0 },
+                cost_dollars: answer.map(|_| 0.01),
+                latency_s: 1.5,
+                attempts: 1,
+                ..Default::default()
+            })
+            .unwrap();
+        self.answered += answer.is_some() as u32;
+    }
+
+    /// Serves the pending request; false once finished.
+    fn step(&mut self) -> bool {
+        let Some(request) = self.engine.pending().cloned() else {
+            return false;
+        };
+        match request {
+            Request::Finished { .. } => return false,
+            Request::Evaluate {
+                id,
+                candidate_id,
+                purpose,
+                language,
+                sources,
+            } => {
+                let c = self.engine.candidate(candidate_id).unwrap().clone();
+                self.store
+                    .add_candidate(&CandidateRow {
+                        id: candidate_id,
+                        parent_id: c.parent,
+                        node_id: Some(c.node_id.clone()),
+                        round: c.round,
+                        cycle: c.cycle,
+                        origin: if c.round == 0 { "seed" } else { "coder" }.into(),
+                        language,
+                        sources: serde_json::to_value(&sources).unwrap(),
+                    })
+                    .unwrap();
+                let (status, speedup) = if sources[0].content.contains("BAD") {
+                    ("compile_error", None)
+                } else if sources[0].content == SEED {
+                    ("passed", Some(1.0))
+                } else {
+                    self.passed += 1;
+                    ("passed", Some(1.0 + 0.25 * self.passed as f64))
+                };
+                let purpose_name = serde_json::to_value(purpose).unwrap().as_str().unwrap().to_string();
+                self.store
+                    .add_evaluation(&EvaluationRow {
+                        id: None,
+                        candidate_id,
+                        purpose: purpose_name,
+                        status: status.into(),
+                        speedup,
+                        record: record(status, speedup),
+                    })
+                    .unwrap();
+                self.append(Event::Evaluated {
+                    request_id: id,
+                    candidate_id,
+                    summary: summary(status, speedup),
+                });
+            }
+            Request::Plan { id, plan, .. } => {
+                let ops = match serde_json::to_value(&plan).unwrap()["kind"].as_str() {
+                    Some("init") => json!([
+                        node("a", "vector <width>", 0.9),
+                        node("b", "row strategy", 0.5),
+                        node("c", "threads", 0.4)
+                    ]),
+                    Some("too_hard") => json!([{"op": "update_node", "node_id": "c", "set": {"status": "closed"}}]),
+                    _ => json!([node(&format!("p{id}"), "tiling", 0.3)]),
+                };
+                let text = json!({"kernel_summary": "a <b>summary</b>", "ops": ops}).to_string();
+                if id == "r2" {
+                    self.exchange(&id, "planner", None);
+                }
+                self.exchange(&id, "planner", Some(&text));
+                self.append(Event::PlannerAnswered { request_id: id, text });
+            }
+            Request::Code { id, node_id, .. } => {
+                let text = if node_id == "a" {
+                    self.coder_calls_on_a += 1;
+                    if self.coder_calls_on_a == 1 {
+                        "no code here".to_string()
+                    } else {
+                        "```cuda kernel.cu\nBAD\n```".to_string()
+                    }
+                } else {
+                    format!("```cuda kernel.cu\n{GOOD}```")
+                };
+                self.exchange(&id, "coder", Some(&text));
+                self.append(Event::CoderAnswered { request_id: id, text });
+            }
+        }
+        true
+    }
+}
+
+fn statuses(r: &RunReport) -> Vec<(String, String)> {
+    r.tree.nodes.iter().map(|n| (n.id.clone(), n.status.clone())).collect()
+}
+
+#[test]
+fn a_run_in_progress_and_finished_is_fully_accounted_for_and_drawn() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("synthetic");
+    let mut s = Script::new(&run_dir);
+    for _ in 0..4 {
+        assert!(s.step());
+    }
+    // Read by another connection while the run is open, as the dashboard does.
+    let partial = load(&run_dir).unwrap();
+    assert!(!partial.state.finished, "{:?}", partial.state);
+    assert!(
+        partial.state.text.starts_with("in progress, waiting on the"),
+        "{:?}",
+        partial.state
+    );
+    assert_eq!(partial.tree.nodes.len(), 4);
+
+    let mut steps = 0;
+    while s.step() {
+        steps += 1;
+        assert!(steps < 100, "the scripted run does not end");
+    }
+    let r = load(&run_dir).unwrap();
+    assert!(r.state.finished, "{:?}", r.state);
+    assert_eq!(r.task, "synthetic <task>");
+    assert_eq!(r.target, "NVIDIA H200 (h200)");
+    assert_eq!(r.strategy, "world-model");
+    assert_eq!(r.brain.planner.as_deref(), Some("openai:gpt-p"));
+    assert_eq!(r.brain.coder.as_deref(), Some("openai:gpt-c"));
+    assert_eq!(r.brain.limits.len(), 1, "unset limits are not listed");
+
+    // Attempts: every candidate, and the coder answer without code, in order.
+    let candidates = s.engine.candidates();
+    assert_eq!(r.attempts.len(), candidates.len() + 1);
+    let no_code: Vec<_> = r.attempts.iter().filter(|a| a.candidate.is_none()).collect();
+    assert_eq!(no_code.len(), 1);
+    assert_eq!(no_code[0].status.as_deref(), Some("format_error"));
+    assert_eq!(no_code[0].node_id.as_deref(), Some("a"));
+    assert_eq!(
+        r.attempts[1].candidate, None,
+        "after the seed, the first attempt had no code"
+    );
+    assert!(r.attempts.iter().any(|a| a.status.as_deref() == Some("compile_error")));
+
+    let st = statuses(&r);
+    assert!(st.contains(&("a".into(), "too_hard".into())), "{st:?}");
+    assert!(st.contains(&("c".into(), "closed".into())), "{st:?}");
+    assert!(st.contains(&("b".into(), "solved".into())), "{st:?}");
+    assert_eq!(r.tree.nodes.len(), s.engine.world_model().tree().nodes().len());
+    assert_eq!(r.tree.nodes[0].id, "root");
+    assert!(r.tree.nodes.iter().filter(|n| n.best).count() == 1);
+
+    // Budget and usage from the exchanges and evaluation records.
+    assert_eq!(r.budget.llm_calls as u32, s.answered);
+    assert_eq!(r.budget.failed_llm_calls, 1);
+    assert_eq!(r.budget.input_tokens, 1000 * s.answered as u64);
+    assert!((r.budget.dollars - 0.01 * s.answered as f64).abs() < 1e-9);
+    assert_eq!(r.budget.device_kind, "GPU");
+    let evaluations = s.store.evaluations().unwrap().len();
+    assert_eq!(r.budget.evaluations, evaluations);
+    assert!((r.budget.device_seconds - 0.5 * evaluations as f64).abs() < 1e-9);
+    assert_eq!(r.models.len(), 2);
+    assert_eq!(r.models.iter().map(|m| m.failed).sum::<usize>(), 1);
+
+    // The best kernel: its diff against the seed, per-workload numbers with noise, provenance.
+    let best = r.best.as_ref().unwrap();
+    assert_eq!(best.measured, "final");
+    assert_eq!(best.files[0].versus_seed, "changed");
+    assert!(best.files[0]
+        .diff
+        .iter()
+        .any(|l| l.kind == "add" && l.text.contains("x[1] = 3")));
+    assert!(best.files[0]
+        .diff
+        .iter()
+        .any(|l| l.kind == "del" && l.text == "-  x[1] = 2;"));
+    assert!(best.over_seed.unwrap() > 1.0);
+    assert_eq!(best.workloads.len(), 2);
+    assert_eq!(best.workloads[1].axes, "N=4096");
+    assert!((best.workloads[0].relative_noise.unwrap() - 0.04).abs() < 1e-12);
+    assert_eq!(best.workloads[0].gb_per_s, Some(2100.0));
+    let prov: Vec<(&str, &str)> = r
+        .provenance
+        .iter()
+        .map(|p| (p.key.as_str(), p.value.as_str()))
+        .collect();
+    for want in [
+        ("device.driver", "570.1"),
+        ("device.name", "NVIDIA H200"),
+        ("device.cuda_runtime", "12.8"),
+        ("compile command", "nvcc -O3 kernel.cu"),
+        ("evaluation seed", "99"),
+        ("ksearch version", "0.1.0"),
+    ] {
+        assert!(prov.contains(&want), "{want:?} not in {prov:?}");
+    }
+
+    // The pages.
+    let renderer = Renderer::new();
+    let html = renderer.report(&r).unwrap();
+    assert!(
+        !html.contains("<script"),
+        "markup from the run or a script in the report"
+    );
+    assert!(html.contains("synthetic &lt;task&gt;"));
+    assert_eq!(html.matches("class=\"wm-node ").count(), r.tree.nodes.len());
+    let chart = &html[html.find("id=\"progress-chart\"").unwrap()..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    assert_eq!(chart.matches("<circle").count(), r.attempts.len());
+
+    let body = renderer
+        .dashboard_body(&[&r, &partial], &["run/0".into(), "run/1".into()], &[])
+        .unwrap();
+    assert_eq!(body.matches("<section class=\"run\"").count(), 2);
+    assert!(body.contains("id=\"comparison-chart\""));
+    let page = renderer.dashboard_page(&body, "ab12", 500).unwrap();
+    assert!(page.contains("var stamp = \"ab12\";"));
+    assert_eq!(page.matches("<script").count(), 1, "the dashboard's own script only");
+}
