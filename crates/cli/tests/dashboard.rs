@@ -73,6 +73,12 @@ fn eventually(what: &str, mut f: impl FnMut() -> bool) {
 fn the_dashboard_shows_runs_side_by_side_and_follows_a_run_as_it_advances() {
     let mut agent = AgentRun::start(8);
     assert!(agent.step(), "the planner's first plan");
+    // The agent run by name, and the folder it is in: it is shown once, and a run started in
+    // that folder later appears beside it.
+    let work = agent.work.path().to_str().unwrap().to_string();
+    let server = start_dashboard(&[agent.dir(), "--dir", &work]);
+    let state = get_json(&server, "/api/state");
+    assert_eq!(state["runs"].as_array().unwrap().len(), 1, "{state}");
     let tuner = agent.work.path().join("tuner-run");
     let r = agent.ksearch(&[
         "run",
@@ -86,13 +92,13 @@ fn the_dashboard_shows_runs_side_by_side_and_follows_a_run_as_it_advances() {
         tuner.to_str().unwrap(),
     ]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    let server = start_dashboard(&[agent.dir(), tuner.to_str().unwrap()]);
 
     // The JSON endpoint: both runs; the agent run has its seed evaluated and waits on the coder.
     let state = get_json(&server, "/api/state");
     assert_eq!(state["runs"].as_array().unwrap().len(), 2, "{state}");
     assert_eq!(state["runs"][0]["attempts"], 1, "{state}");
     assert_eq!(state["runs"][0]["nodes"], 4, "{state}");
+    assert_eq!(state["runs"][1]["name"], "tuner-run", "{state}");
     assert_eq!(state["runs"][1]["finished"], true, "{state}");
     let run0 = get_json(&server, "/api/run/0");
     assert_eq!(run0["tree"]["nodes"].as_array().unwrap().len(), 4);

@@ -104,7 +104,7 @@ impl Renderer {
             });
         }
         let comparison = if runs.len() > 1 {
-            Some(Value::from_safe_string(comparison_chart(runs, (900, 360))?))
+            Some(Value::from_safe_string(comparison_chart(runs, (1100, 360))?))
         } else {
             None
         };
