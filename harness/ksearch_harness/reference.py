@@ -1,9 +1,11 @@
 """The task's reference: `run(**inputs)` from the definition's Python source.
 
-References are written with NumPy or PyTorch; torch is imported only when the reference imports
-it, and then inputs are handed over as tensors: on the CPU sharing memory with our NumPy arrays,
-or (GPU backends) the device tensors the backend's memory made. A NumPy reference gets NumPy
-arrays on every backend.
+References are written with NumPy, PyTorch or MLX; torch is imported only when the reference
+imports it, and then inputs are handed over as tensors: on the CPU sharing memory with our NumPy
+arrays, or (GPU backends) the device tensors the backend's memory made. An MLX reference (one
+that holds mlx.core) gets MLX arrays: the mlx backend's own, or copies of NumPy arrays
+elsewhere, and its (lazy) results are evaluated when they are copied back. A NumPy reference
+gets NumPy arrays on every backend.
 """
 
 import sys
@@ -39,13 +41,22 @@ class Reference:
         uses_torch = (not imported_before and "torch" in sys.modules) or any(
             _from_torch(v) for v in module.__dict__.values())
         self.torch = sys.modules.get("torch") if uses_torch else None
+        # MLX when the reference holds mlx.core (or a function of it); the mlx backend imports
+        # MLX before the reference is loaded, so importing is no sign by itself.
+        uses_mlx = any(_from_module(v, "mlx") for v in module.__dict__.values())
+        self.mlx = sys.modules.get("mlx.core") if uses_mlx else None
 
     def arguments(self, inputs):
         """Keyword arguments for run() from inputs in definition order (arrays are not copied)."""
         kwargs = {}
         for t, value in zip(self.spec.inputs, inputs):
             if isinstance(value, np.ndarray):
-                kwargs[t.name] = self.torch.from_numpy(value) if self.torch else value
+                if self.torch:
+                    kwargs[t.name] = self.torch.from_numpy(value)
+                elif self.mlx:
+                    kwargs[t.name] = self.mlx.array(value)
+                else:
+                    kwargs[t.name] = value
             elif hasattr(value, "item") and not _is_tensor(value):
                 kwargs[t.name] = value.item()
             else:
@@ -100,17 +111,30 @@ class Reference:
                                    torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool):
                 value = value.float()
             return value.cpu().numpy()
+        mx = self.mlx
+        if mx is not None and isinstance(value, mx.array):
+            if value.dtype == mx.bfloat16:
+                value = value.astype(mx.float32)  # exact
+            return np.array(value, copy=True)
         return np.asarray(value)
 
 
 def _from_torch(value):
+    return _from_module(value, "torch")
+
+
+def _from_module(value, package):
     if isinstance(value, types.ModuleType):
         name = value.__name__
     else:
         name = getattr(value, "__module__", None) or ""
-    return name == "torch" or name.startswith("torch.")
+    return name == package or name.startswith(package + ".")
 
 
 def _is_tensor(value):
+    """A torch tensor or an MLX array (both have .item(), but are passed as they are)."""
     torch = sys.modules.get("torch")
-    return torch is not None and isinstance(value, torch.Tensor)
+    if torch is not None and isinstance(value, torch.Tensor):
+        return True
+    mx = sys.modules.get("mlx.core")
+    return mx is not None and isinstance(value, mx.array)

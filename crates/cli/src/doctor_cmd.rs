@@ -24,6 +24,19 @@ fn python_module(python: &Path, module: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// MLX's version and the kernel dialects it can run on a GPU (docs/mlx.md), or `None` when the
+/// interpreter cannot import it.
+fn mlx_backends(python: &Path) -> Option<String> {
+    let code = "import mlx.core as mx\n\
+                has = lambda m: bool(getattr(getattr(mx, m, None), 'is_available', lambda: False)())\n\
+                gpu = [d for d, m in (('metal', 'metal'), ('cuda', 'cuda')) if has(m)]\n\
+                print(mx.__version__, '(GPU kernels: ' + (', '.join(gpu) or 'none, CPU only') + ')')";
+    let out = Command::new(python).args(["-c", code]).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
 pub(crate) fn run() -> anyhow::Result<u8> {
     let mut problems = 0;
     let mut line = |ok: bool, what: &str, detail: String| {
@@ -58,15 +71,19 @@ pub(crate) fn run() -> anyhow::Result<u8> {
             "missing: ksearch creates a virtual environment with it on first use".into(),
         ),
     }
-    for (module, why) in [
-        ("torch", "PyTorch references"),
-        ("triton", "the triton backend"),
-        ("mlx", "the mlx backend"),
-    ] {
+    for (module, why) in [("torch", "PyTorch references"), ("triton", "the triton backend")] {
         match python_module(&python, module) {
             Some(v) => line(true, module, v),
             None => println!("-    {module:<22} not installed (needed only for {why})"),
         }
+    }
+    match mlx_backends(&python) {
+        Some(v) => line(true, "mlx", v),
+        None => println!(
+            "-    {:<22} not installed (needed only for the mlx backend: pip install mlx on Apple \
+             Silicon, mlx[cuda13] on Linux with an NVIDIA GPU)",
+            "mlx"
+        ),
     }
     match version("nvidia-smi", &["-L"]) {
         Some(v) => line(true, "NVIDIA GPU", v),

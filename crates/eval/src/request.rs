@@ -9,23 +9,65 @@ use std::time::Duration;
 /// The harness backend for a language and the device it runs on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Backend {
-    /// The harness's backend name (`c`, `cuda`, `triton`, `python`).
+    /// The harness's backend name (`c`, `cuda`, `triton`, `python`, `mlx`).
     pub name: &'static str,
-    /// `cpu`, or a CUDA device such as `cuda:0`.
+    /// `cpu`, a CUDA device such as `cuda:0`, or MLX's `mlx:gpu` / `mlx:cpu`.
     pub device: String,
 }
 
 impl Backend {
-    /// Whether the candidate runs on a GPU: no address-space limit (see [`crate::evaluate`]),
-    /// CUDA-event timing, and the build cache and sanitizer apply.
+    /// Whether the candidate runs on a GPU: no address-space limit (see [`crate::evaluate`]:
+    /// CUDA, MLX's CUDA backend and Metal reserve far more address space than they use), and
+    /// for CUDA devices CUDA-event timing, the build cache and the sanitizer.
     pub fn on_gpu(&self) -> bool {
-        self.device.starts_with("cuda")
+        self.device.starts_with("cuda") || self.device == MLX_GPU
+    }
+
+    /// The kernel dialect of an MLX GPU (docs/mlx.md): Metal through mx.fast.metal_kernel on
+    /// macOS, CUDA through mx.fast.cuda_kernel elsewhere. `None` for other backends and for
+    /// `mlx:cpu`, which runs only Python launchers of MLX operations.
+    pub fn dialect(&self) -> Option<&'static str> {
+        (self.device == MLX_GPU).then(mlx_dialect)
     }
 }
 
+const MLX_GPU: &str = "mlx:gpu";
+
+/// The dialect MLX runs kernels in on this platform.
+pub fn mlx_dialect() -> &'static str {
+    if cfg!(target_os = "macos") {
+        "metal"
+    } else {
+        "cuda"
+    }
+}
+
+/// MLX's devices: `mlx:gpu` (default; `mlx` is the same) or `mlx:cpu`.
+fn mlx_backend(device: Option<&str>) -> Result<Backend, EvalError> {
+    let device = match device.unwrap_or(MLX_GPU) {
+        "mlx" | MLX_GPU => MLX_GPU,
+        "mlx:cpu" => "mlx:cpu",
+        other => {
+            return Err(EvalError::UnsupportedDevice {
+                backend: "mlx",
+                device: other.to_string(),
+                expected: "mlx:gpu or mlx:cpu",
+            })
+        }
+    };
+    Ok(Backend {
+        name: "mlx",
+        device: device.to_string(),
+    })
+}
+
 /// The backend that evaluates `language`, on `device` (`None`: `cpu` for C, `cuda:0` for the
-/// GPU backends). The python backend also runs on `cpu` (a CPU-only PyTorch).
+/// CUDA backends, `mlx:gpu` for MLX). The python backend also runs on `cpu` (a CPU-only
+/// PyTorch).
 pub fn backend_for(language: &str, device: Option<&str>) -> Result<Backend, EvalError> {
+    if language == "mlx" {
+        return mlx_backend(device);
+    }
     let (name, default, cpu_ok, gpu_ok) = match language {
         "c" => ("c", "cpu", true, false),
         "cuda" => ("cuda", "cuda:0", false, true),
@@ -112,7 +154,9 @@ pub(crate) fn build_request(
         "min_iterations": cfg.evaluation.min_iterations,
         "max_seconds": cfg.evaluation.max_timing_s,
     });
-    if backend.name != "c" {
+    // MLX candidates return their outputs (MLX allocates them) and are compiled by MLX itself:
+    // the calling convention, nvcc's arch, the build cache and CUDA graphs do not apply.
+    if backend.name != "c" && backend.name != "mlx" {
         candidate["calling"] = json!(calling_for(solution, task));
         candidate["init"] = json!(cfg.kernel.init);
         candidate["build"]["arch"] = json!(opts.arch);
@@ -123,6 +167,10 @@ pub(crate) fn build_request(
             CudaGraph::Off => json!(false),
         };
     }
+    let mut device = json!({"backend": backend.name, "name": backend.device});
+    if let Some(dialect) = backend.dialect() {
+        device["dialect"] = json!(dialect);
+    }
     json!({
         "protocol": 1,
         "mode": "evaluate",
@@ -130,7 +178,7 @@ pub(crate) fn build_request(
         "definition": task.definition,
         "workloads": task.workloads,
         "candidate": candidate,
-        "device": {"backend": backend.name, "name": backend.device},
+        "device": device,
         "seed": opts.seed,
         "correctness": {
             "trials": trials,
@@ -229,10 +277,47 @@ mod tests {
             let err = backend_for(language, Some(device)).unwrap_err().to_string();
             assert!(err.contains(device), "{language} {device}: {err}");
         }
+        assert_eq!(b("mlx", None).unwrap(), ("mlx", "mlx:gpu".to_string(), true));
+        assert_eq!(b("mlx", Some("mlx")).unwrap(), ("mlx", "mlx:gpu".to_string(), true));
+        assert_eq!(
+            b("mlx", Some("mlx:cpu")).unwrap(),
+            ("mlx", "mlx:cpu".to_string(), false)
+        );
+        for device in ["cuda:0", "cpu", "mlx:metal", ""] {
+            let err = backend_for("mlx", Some(device)).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("'{device}'")) && err.contains("mlx:gpu or mlx:cpu"),
+                "{device}: {err}"
+            );
+        }
         assert!(matches!(
-            backend_for("mlx", None),
+            backend_for("fortran", None),
             Err(EvalError::UnsupportedLanguage { .. })
         ));
+    }
+
+    #[test]
+    fn mlx_requests_carry_the_dialect_and_no_cuda_settings() {
+        let mut opts = EvalOptions::new(7);
+        opts.arch = Some("sm_90a".into());
+        let r = request("mlx", "launch.toml", true, "", &opts);
+        let dialect = if cfg!(target_os = "macos") { "metal" } else { "cuda" };
+        assert_eq!(
+            r["device"],
+            json!({"backend": "mlx", "name": "mlx:gpu", "dialect": dialect})
+        );
+        assert_eq!(r["candidate"]["language"], "mlx");
+        assert_eq!(r["candidate"]["entry_point"], "launch.toml::k");
+        assert_eq!(r["candidate"]["build"], json!({"openmp": false, "extra_flags": []}));
+        for absent in ["calling", "init"] {
+            assert!(r["candidate"].get(absent).is_none(), "{absent}: {r}");
+        }
+        assert!(r["timing"].get("cuda_graph").is_none());
+        assert_eq!(r["limits"]["compile_timeout_s"], json!(30.0));
+        // On MLX's CPU device only launchers run: no kernel dialect is sent.
+        opts.device = Some("mlx:cpu".into());
+        let r = request("mlx", "launcher.py", false, "", &opts);
+        assert_eq!(r["device"], json!({"backend": "mlx", "name": "mlx:cpu"}));
     }
 
     #[test]

@@ -67,7 +67,7 @@ impl Solution {
             SpecError::one(
                 file,
                 "",
-                "cannot tell the language from the file extension; use .c, .cu, .py, or a Solution JSON",
+                "cannot tell the language from the file extension; use .c, .cu, .py (.toml for an mlx launch spec), or a Solution JSON",
             )
         })?;
         let entry = task.config.kernel.entry.clone().ok_or_else(|| {
@@ -86,9 +86,10 @@ impl Solution {
                 target_hardware: Vec::new(),
                 entry_point: format!("{name}::{entry}"),
                 dependencies: Vec::new(),
+                // MLX candidates return their outputs: MLX allocates them.
                 destination_passing_style: language == "c"
                     || language == "cuda"
-                    || task.config.kernel.calling == crate::task_config::Calling::Dps,
+                    || (language != "mlx" && task.config.kernel.calling == crate::task_config::Calling::Dps),
             },
             sources: vec![SourceFile {
                 path: name.to_string(),
@@ -144,6 +145,9 @@ impl Solution {
                 format!("'{}' must be 'file::symbol'", self.spec.entry_point),
             ),
         }
+        if self.spec.language == "mlx" {
+            check_mlx(self, &mut p);
+        }
         if self.spec.language == "c" && !self.spec.destination_passing_style {
             p.push(
                 "spec.destination_passing_style",
@@ -177,11 +181,93 @@ pub fn check_source_path(path: &str) -> Result<(), &'static str> {
 }
 
 /// The language of a bare file for a task written in `task_language`: `.py` files are `python`
-/// modules for Python tasks and `triton` otherwise.
+/// modules for Python tasks, MLX launchers for MLX tasks and `triton` otherwise; a `.toml` file
+/// is an MLX launch spec in an MLX task.
 pub fn language_of_in(name: &str, task_language: &str) -> Option<&'static str> {
+    if task_language == "mlx" && (name.ends_with(".toml") || name.ends_with(".py")) {
+        return Some("mlx");
+    }
     match language_of(name)? {
         "triton" if task_language == "python" => Some("python"),
         other => Some(other),
+    }
+}
+
+/// What can be checked of an `mlx` solution without the harness (which checks the launch spec
+/// fully, docs/mlx.md): its entry is a launch spec (`.toml`, `.json`) or a Python launcher
+/// (`.py`), a spec parses, and the body and header files it names are among the sources.
+fn check_mlx(sol: &Solution, p: &mut Problems) {
+    let Some((entry, _)) = sol.spec.entry_point.split_once("::") else {
+        return; // reported with the entry point
+    };
+    let Some(file) = sol.sources.iter().find(|s| s.path == entry) else {
+        return;
+    };
+    let table: serde_json::Value = if entry.ends_with(".toml") {
+        match toml::from_str::<toml::Value>(&file.content) {
+            Ok(v) => serde_json::to_value(v).unwrap_or_default(),
+            Err(e) => {
+                p.push(
+                    format!("sources.{entry}"),
+                    format!("is not a valid TOML launch spec: {}", e.message()),
+                );
+                return;
+            }
+        }
+    } else if entry.ends_with(".json") {
+        match serde_json::from_str(&file.content) {
+            Ok(v) => v,
+            Err(e) => {
+                p.push(
+                    format!("sources.{entry}"),
+                    format!("is not a valid JSON launch spec: {e}"),
+                );
+                return;
+            }
+        }
+    } else if entry.ends_with(".py") {
+        return; // a launcher: the harness checks its syntax
+    } else {
+        p.push(
+            "spec.entry_point",
+            format!(
+                "'{entry}': an mlx solution's entry is its launch spec (.toml or .json) or its \
+                 Python launcher (.py)"
+            ),
+        );
+        return;
+    };
+    let dialects: Vec<&str> = ["cuda", "metal"]
+        .into_iter()
+        .filter(|d| table.get(d).is_some_and(|s| s.is_object()))
+        .collect();
+    if dialects.is_empty() {
+        p.push(
+            format!("sources.{entry}"),
+            "has no kernel: a launch spec needs a [cuda] or [metal] section with the body",
+        );
+    }
+    for d in dialects {
+        let section = &table[d];
+        if section.get("source").is_none() && section.get("source_file").is_none() {
+            p.push(
+                format!("sources.{entry}"),
+                format!("[{d}] has neither source nor source_file (the kernel body)"),
+            );
+        }
+        for key in ["source_file", "header_file"] {
+            if let Some(named) = section.get(key) {
+                let found = named
+                    .as_str()
+                    .is_some_and(|n| n != entry && sol.sources.iter().any(|s| s.path == n));
+                if !found {
+                    p.push(
+                        format!("sources.{entry}"),
+                        format!("{d}.{key} = {named} is not among the solution's other sources"),
+                    );
+                }
+            }
+        }
     }
 }
 

@@ -31,7 +31,7 @@ _MODULES = {
     "cuda": ("ksearch_harness.backends.cuda", "Backend"),
     "python": ("ksearch_harness.backends.pymodule", "Backend"),
     "triton": ("ksearch_harness.backends.pymodule", "TritonBackend"),
-    # "mlx": to come.
+    "mlx": ("ksearch_harness.backends.mlx", "Backend"),
 }
 
 

@@ -1,0 +1,243 @@
+"""Arrays of the mlx backend, and its timing loop.
+
+Inputs are drawn with NumPy on the host exactly as for the other backends and converted to
+fresh MLX arrays (evaluated, so the copy is done) outside every timed interval; a timed call
+gets new arrays holding its own contents. MLX arrays are immutable at the API level, so a call's
+outputs are the arrays the candidate returns (MLX allocates them); they are copied back to NumPy
+for the same comparison as everywhere else. bfloat16 is drawn in float32 and rounded by MLX
+(astype); it comes back widened to float32 exactly.
+
+Poisoning. MLX hands a new output the memory of an earlier array of a fitting size from its
+buffer cache, so an element the kernel does not write holds whatever was there. Correctness
+calls of a kernel candidate pass init_value = NaN (the dtype's largest value for integers), so
+every unwritten element fails the comparison. Timed calls do not, since the fill would run inside
+the timed interval; instead, before every call, arrays of the outputs' sizes filled with that
+poison are made and freed, so that the buffers MLX is likely to hand out next hold poison (the
+same is done before the correctness calls of a Python launcher, whose kernels are its own). The
+reference's earlier results cannot be overwritten in place; they return to the same cache.
+
+Timing: perf_counter_ns around each call, between a device-wide synchronise before it and
+mx.eval of its results plus a synchronise after it; before each call a 256 MiB buffer is read
+and written on the device, which evicts the GPU's last-level cache (the H200's 50 MiB L2, an
+Apple GPU's system-level cache).
+"""
+
+import math
+from time import perf_counter_ns
+
+import numpy as np
+
+from .. import timing
+from ..errors import CandidateError
+from ..memory import changed_text, clone
+
+FLUSH_BYTES = 256 << 20
+
+# The largest value of each integer dtype that a float32 init_value represents exactly.
+_INT_POISON = {"int8": 127, "uint8": 255, "int16": 32767, "uint16": 65535,
+               "int32": 2 ** 31 - 128, "uint32": 2 ** 32 - 256, "int64": 2 ** 63 - 2 ** 39,
+               "uint64": 2 ** 64 - 2 ** 40}
+
+
+def mx_dtype(mx, name):
+    return mx.bool_ if name == "bool" else getattr(mx, name)
+
+
+def poison_value(dtype_names):
+    """The init_value that poisons outputs of these dtypes (one value serves all of them)."""
+    ints = [_INT_POISON[d] for d in dtype_names if d in _INT_POISON]
+    return float(min(ints)) if ints else float("nan")
+
+
+def evaluate(mx, value):
+    """mx.eval on every MLX array inside value (arrays, tuples, lists, dicts)."""
+    arrays = list(_arrays(mx, value))
+    if arrays:
+        mx.eval(arrays)
+
+
+def _arrays(mx, value):
+    if isinstance(value, mx.array):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _arrays(mx, v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _arrays(mx, v)
+
+
+def to_numpy(mx, array):
+    """A host copy; bfloat16 widened to float32 exactly."""
+    if array.dtype == mx.bfloat16:
+        array = array.astype(mx.float32)
+    return np.array(array, copy=True)
+
+
+class MlxMemory:
+    """The candidate's arrays as MLX arrays (see memory.py for the methods)."""
+
+    is_cuda = False  # no CUDA events or graphs here (gpu_timing.py); timing is time_pairs below
+    broken = None
+
+    def __init__(self, mx, spec, reference_on_device, on_gpu):
+        self.mx = mx
+        self.spec = spec
+        self.reference_on_device = reference_on_device
+        self.on_gpu = on_gpu
+        self._flush = None
+
+    def upload(self, value, tensor):
+        """A fresh MLX array holding a host array (bfloat16 rounded by MLX); scalars as given."""
+        if not isinstance(value, np.ndarray):
+            return value
+        array = self.mx.array(np.ascontiguousarray(value))
+        if tensor.dtype_name == "bfloat16":
+            array = array.astype(self.mx.bfloat16)
+        return array
+
+    def inputs(self, values):
+        arrays = [self.upload(v, t) for v, t in zip(values, self.spec.inputs)]
+        evaluate(self.mx, arrays)
+        return arrays
+
+    def outputs(self, shapes, tensors):
+        """MLX allocates the candidate's outputs: these are placeholders (shape, tensor) that
+        say what to poison in its cache."""
+        placeholders = list(zip(shapes, tensors))
+        self.poison(placeholders)
+        return placeholders
+
+    def poison(self, outputs):
+        mx = self.mx
+        filled = [mx.full(shape, poison_value([t.dtype_name]), dtype=mx_dtype(mx, t.dtype_name))
+                  for shape, t in outputs if math.prod(shape)]
+        if filled:
+            mx.eval(filled)
+        del filled  # back to MLX's buffer cache, for the candidate's outputs to reuse
+
+    def run(self, call):
+        checked = getattr(call, "checked", call)
+        raw = checked()
+        self.synchronize("after the candidate's call")
+        return raw
+
+    def synchronize(self, during="after the candidate's call"):
+        try:
+            self.mx.synchronize()
+        except Exception as e:  # noqa: BLE001 - an error the device reported late is the candidate's
+            raise CandidateError("runtime_error", f"MLX reported an error {during}: "
+                                                  f"{type(e).__name__}: {_first_lines(e)}") from None
+
+    def take(self, results, into=None):
+        hosts = [to_numpy(self.mx, r) for r in results]
+        if into is None:
+            return hosts
+        for h, t in zip(hosts, into):
+            np.copyto(t, h)
+        return into
+
+    def changed_input(self, spec, pristine, mine):
+        """Bitwise comparison of the candidate's arrays with the pristine contents."""
+        mx = self.mx
+        for t, before, after in zip(spec.inputs, pristine, mine):
+            if not isinstance(before, np.ndarray) or before.size == 0:
+                continue
+            if t.dtype_name == "bfloat16":
+                fresh = np.array(self.upload(before, t).view(mx.uint16))
+                now = np.array(after.view(mx.uint16))
+            else:
+                fresh, now = before, np.array(after)
+            n = before.size
+            a = np.ascontiguousarray(now).reshape(n, -1).view(np.uint8)
+            b = np.ascontiguousarray(fresh).reshape(n, -1).view(np.uint8)
+            if a.shape == b.shape and np.array_equal(a, b):
+                continue
+            changed = n if a.shape != b.shape else int(np.count_nonzero((a != b).any(axis=1)))
+            return changed_text(t.name, changed, n)
+        return None
+
+    def reference_inputs(self, values):
+        if self.reference_on_device:
+            return self.inputs(values)
+        return [clone(v) for v in values]
+
+    def release_reference(self, raw):
+        pass  # MLX arrays cannot be overwritten in place; see the module's notes
+
+    def feed_buffers(self, feed, for_reference=False):
+        if for_reference and not self.reference_on_device:
+            return feed.buffers()
+        return [None] * len(feed.sources)  # filled with new arrays for every call
+
+    def fill(self, feed, k, buffers):
+        values = []
+        for i, source in enumerate(feed.sources):
+            expected = source.expected(k)
+            buffer = buffers[i]
+            if isinstance(buffer, np.ndarray):
+                np.copyto(buffer, expected)
+                values.append(buffer)
+            elif source.tensor.is_scalar:
+                values.append(expected)
+            else:
+                buffers[i] = self.upload(np.ascontiguousarray(expected), source.tensor)
+                values.append(buffers[i])
+        evaluate(self.mx, values)
+        return values
+
+    def flush_l2(self):
+        if not self.on_gpu:
+            return
+        mx = self.mx
+        if self._flush is None:
+            self._flush = mx.zeros((FLUSH_BYTES,), dtype=mx.uint8)
+        self._flush = self._flush + 1
+        mx.eval(self._flush)
+
+    def flush_bytes(self):
+        return FLUSH_BYTES if self.on_gpu else None
+
+
+def time_pairs(session, settings):
+    """(candidate, reference) pairs as on the CPU (timing.py), each call between a device-wide
+    synchronise and the evaluation of its results plus another synchronise."""
+    mem = session.mem
+    mx = mem.mx
+    warmup, iterations, min_iterations, budget_ns = timing.loop_settings(settings)
+    clock = perf_counter_ns
+    cand_ns, ref_ns = [], []
+    began = clock()
+    for k in range(warmup + iterations):
+        call = session.candidate(k)  # fresh inputs for call k, outputs' buffers poisoned
+        mem.flush_l2()
+        mem.synchronize("before the candidate's call")
+        t0 = clock()
+        returned = call()  # the call evaluates its outputs (mx.eval) before returning
+        mem.synchronize(f"after the candidate's call {k}")
+        t1 = clock()
+        session.candidate_done(k, returned)
+        del returned
+        reference = session.reference(k)
+        mem.flush_l2()
+        mem.synchronize("before the reference's call")
+        t2 = clock()
+        result = reference()
+        evaluate(mx, result)  # MLX is lazy: the reference's work happens here
+        mx.synchronize()
+        t3 = clock()
+        session.reference_done(k, result)
+        del result
+        if k < warmup:
+            continue
+        cand_ns.append(t1 - t0)
+        ref_ns.append(t3 - t2)
+        if len(cand_ns) >= min_iterations and clock() - began >= budget_ns:
+            break
+    return {"clock": "perf_counter_ns", "candidate_ns": cand_ns, "reference_ns": ref_ns,
+            "l2_flush_bytes": mem.flush_bytes()}
+
+
+def _first_lines(error, limit=2000):
+    text = " | ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    return text[:limit] or "(no message)"
