@@ -1,7 +1,9 @@
 """Entry point: `python3 -m ksearch_harness < request.json` (see docs/protocol.md).
 
-The protocol descriptor is secured before anything else runs, and `done` is written last unless
-the process dies; the supervisor reads a missing `done` plus the last `progress` as a crash.
+The worker that will run the candidate (backend c, Linux) is forked first, before anything of
+the request exists in this process; then the protocol descriptor is secured, and `done` is
+written last unless the process dies; the supervisor reads a missing `done` plus the last
+`progress` as a crash.
 """
 
 import faulthandler
@@ -10,18 +12,22 @@ import os
 import sys
 import traceback
 
-from . import __version__, protocol
+from . import __version__, protocol, worker
 from .errors import SetupError, TaskError
 
 
 def main():
+    candidate_process = worker.spawn()
     channel = protocol.claim_stdout()
+    if candidate_process is not None:
+        candidate_process.channel = channel
     faulthandler.enable(file=sys.stderr)
     environment = {"compiler": None, "device": None}
     try:
         request = json.loads(sys.stdin.buffer.read())
         if not isinstance(request, dict):
             raise ValueError("the request is not a JSON object")
+        channel.authenticate(request.pop("auth", None))
         if request.get("protocol") != 1:
             raise ValueError(f"unsupported protocol version {request.get('protocol')!r} "
                              f"(this harness speaks 1)")
@@ -47,6 +53,13 @@ def main():
         channel.emit("harness_error", message=_describe(e))
     from . import environment as env
     collected = env.collect(environment["compiler"], environment["device"])
+    applied = None
+    if candidate_process is not None:
+        # Gone before `done`: nothing of the candidate runs once the record is complete.
+        candidate_process.close()
+        applied = candidate_process.sandbox
+    # Where the candidate ran: its own sandboxed process, or this one (GPU backends, no Linux).
+    collected["sandbox"] = {"worker": True, **applied} if applied else {"worker": False}
     channel.close_stage()
     channel.emit("done", environment=collected, harness_version=__version__,
                  stages=channel.stages)

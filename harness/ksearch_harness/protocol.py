@@ -2,8 +2,16 @@
 
 Rust parses every line as untrusted input, so lines are strict JSON: non-finite floats become
 null instead of the NaN/Infinity literals json.dumps would otherwise write.
+
+Authentication: when the request carries `auth.key` (ksearch always sends a fresh one), every
+line after the request was read ends in a tab and the hex HMAC-SHA256, under that key, of
+"SEQ:" followed by the JSON text, SEQ counting authenticated lines from 0. Anything that writes
+into the stream without the key (a candidate that reopened the pipe through /proc) cannot make
+a line ksearch accepts, nor replay, drop or reorder one unnoticed.
 """
 
+import hashlib
+import hmac
 import json
 import math
 import os
@@ -19,6 +27,22 @@ class Channel:
         self.stages = {}
         self._stage = "startup"
         self._since = time.perf_counter()
+        self.last_progress = None  # (stage, workload, trial) of the last progress line
+        self._key = None
+        self._seq = 0
+
+    def authenticate(self, auth):
+        """Take the request's `auth` object; from now on every line carries its code."""
+        if auth is None:
+            return
+        key = auth.get("key") if isinstance(auth, dict) else None
+        try:
+            raw = bytes.fromhex(key) if isinstance(key, str) else b""
+        except ValueError:
+            raw = b""
+        if len(raw) < 16:
+            raise ValueError("auth.key must be at least 16 bytes of hex")
+        self._key = raw
 
     def close_stage(self, next_stage=None):
         now = time.perf_counter()
@@ -28,13 +52,19 @@ class Channel:
     def emit(self, event, **fields):
         line = json.dumps(_strict({"event": event, **fields}), allow_nan=False,
                           separators=(",", ":"))
-        data = (line + "\n").encode("utf-8")
+        data = line.encode("utf-8")
+        if self._key is not None:
+            code = hmac.new(self._key, f"{self._seq}:".encode() + data, hashlib.sha256)
+            data += b"\t" + code.hexdigest().encode()
+            self._seq += 1
+        data += b"\n"
         # os.write straight to the descriptor: no buffer a crash could strand.
         while data:
             data = data[os.write(self._fd, data):]
 
     def progress(self, stage, workload=None, trial=None):
         self.close_stage(stage)
+        self.last_progress = (stage, workload, trial)
         self.emit("progress", stage=stage, workload=workload, trial=trial)
 
 

@@ -174,8 +174,23 @@ class BrokenCandidates(unittest.TestCase):
         self.assertIn("loading the compiled candidate failed", r.workloads[0]["reason"])
         self.assertIn("undefined symbol: helper_not_defined", r.workloads[0]["reason"])
 
-    def test_segfault_kills_the_process_after_a_progress_line(self):
+    def test_segfault_kills_the_candidates_process_and_fails_that_workload(self):
+        # The candidate runs in the worker process (backend c on Linux): its death is reported
+        # by the harness, which goes on to `done`; later workloads are not run.
         r = run(request(softmax_source(before="if (M == 3) { volatile int* p = 0; *p = 1; }")))
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(r.statuses, ["passed", "runtime_error", "runtime_error"])
+        death = ("the candidate's process was killed by signal 11 (SIGSEGV, invalid memory "
+                 "access) during correctness of workload 1, trial 0")
+        self.assertEqual(r.workloads[1]["reason"], death)
+        self.assertEqual(r.workloads[2]["reason"], "not run: " + death)
+        self.assertEqual(r.events[-1]["event"], "done")
+        self.assertIn("Segmentation fault", r.stderr)
+
+    def test_in_process_segfault_kills_the_harness_after_a_progress_line(self):
+        # Without the worker (GPU backends, other systems) the candidate shares the process.
+        r = run(request(softmax_source(before="if (M == 3) { volatile int* p = 0; *p = 1; }")),
+                env={"KSEARCH_IN_PROCESS": "1"})
         self.assertEqual(r.returncode, -11)
         self.assertEqual(r.statuses, ["passed"])
         self.assertEqual(r.events[-1],

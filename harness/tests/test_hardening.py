@@ -233,6 +233,16 @@ class CandidateLoad(unittest.TestCase):
 
     def test_crash_in_a_constructor_happens_during_stage_load(self):
         r = run(request(self.CTOR % "__builtin_trap();"))
+        self.assertEqual(r.returncode, 0)
+        self.assertTrue(r.of("compile")[0]["ok"])
+        self.assertEqual(r.statuses, ["runtime_error"] * 3)
+        self.assertEqual(r.workloads[0]["reason"],
+                         "not run: the candidate's process was killed by signal 4 (SIGILL, "
+                         "illegal instruction) during load of workload 0")
+        self.assertEqual(r.events[-1]["event"], "done")
+
+    def test_in_process_crash_in_a_constructor_happens_during_stage_load(self):
+        r = run(request(self.CTOR % "__builtin_trap();"), env={"KSEARCH_IN_PROCESS": "1"})
         self.assertEqual(r.returncode, -4)  # SIGILL
         self.assertTrue(r.of("compile")[0]["ok"])
         self.assertEqual(r.events[-1],
@@ -241,6 +251,11 @@ class CandidateLoad(unittest.TestCase):
 
     def test_exit_in_a_constructor_happens_during_stage_load(self):
         r = run(request(self.CTOR % "exit(3);"))
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(r.workloads[0]["reason"],
+                         "not run: the candidate's process exited with code 3 during load of "
+                         "workload 0 (a kernel returns; it does not end its process)")
+        r = run(request(self.CTOR % "exit(3);"), env={"KSEARCH_IN_PROCESS": "1"})
         self.assertEqual(r.returncode, 3)
         self.assertEqual(r.events[-1],
                          {"event": "progress", "stage": "load", "workload": 0, "trial": None})
@@ -269,11 +284,28 @@ class MemoryAfterTheCandidateRan(unittest.TestCase):
                 if (!malloc(size)) size /= 2;
         }"""
 
-    def test_memory_hog_is_the_candidates_runtime_error_not_a_task_error(self):
+    def test_memory_hog_in_the_worker_is_the_candidates_runtime_error(self):
+        # The candidate's process has its own address space (and limit): the hog starves only
+        # it, and the next arena the harness shares with it cannot be mapped.
         source = softmax_source(prelude="#include <stdlib.h>\n" + self.HOG, before="hog();")
         r = run(request(source, workloads=[{"uuid": "big", "axes": {"M": 4096}},
                                            {"uuid": "w1", "axes": {"M": 2048}}]),
                 address_space=2 << 30)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        self.assertEqual(r.of("task_error") + r.of("harness_error"), [])
+        self.assertEqual(r.statuses, ["runtime_error", "runtime_error"])
+        reason = r.workloads[0]["reason"]
+        self.assertTrue(reason.startswith("the candidate's process could not map 4194304 bytes "
+                                          "of shared memory for its arrays during correctness "
+                                          "of workload 0, trial 1: Cannot allocate memory"),
+                        reason)
+        self.assertEqual(r.events[-1]["event"], "done")
+
+    def test_memory_hog_is_the_candidates_runtime_error_not_a_task_error(self):
+        source = softmax_source(prelude="#include <stdlib.h>\n" + self.HOG, before="hog();")
+        r = run(request(source, workloads=[{"uuid": "big", "axes": {"M": 4096}},
+                                           {"uuid": "w1", "axes": {"M": 2048}}]),
+                address_space=2 << 30, env={"KSEARCH_IN_PROCESS": "1"})
         self.assertEqual(r.returncode, 0, r.stderr[-2000:])
         self.assertEqual(r.of("task_error"), [])
         self.assertEqual(r.of("harness_error"), [])

@@ -7,7 +7,7 @@ use crate::static_check::Rejection;
 use crate::stats::{geometric_mean, SampleStats};
 use crate::status::Status;
 use crate::supervisor::{Exit, Outcome};
-use crate::{gpu_checks, EvalError};
+use crate::{gpu_checks, worker_clock, EvalError};
 use indexmap::IndexMap;
 use ksearch_spec::{eval_formula, Problem, Solution, Task};
 use std::time::Duration;
@@ -39,6 +39,12 @@ pub(crate) struct Assembler<'a> {
     timing_required: bool,
     workloads: Vec<WorkloadResult>,
     stage_seconds: IndexMap<String, f64>,
+}
+
+/// Protocol lines that failed authentication (auth.rs), and how many passed it.
+pub(crate) struct Unauthenticated {
+    pub lines: Vec<String>,
+    pub authenticated: usize,
 }
 
 struct Progress {
@@ -116,9 +122,15 @@ impl<'a> Assembler<'a> {
         self.evaluation(Status::Rejected, Some(reason), None, 0.0, String::new())
     }
 
-    pub(crate) fn finish(mut self, outcome: Outcome) -> Result<Evaluation, EvalError> {
+    pub(crate) fn finish(
+        mut self,
+        outcome: Outcome,
+        unauthenticated: Unauthenticated,
+    ) -> Result<Evaluation, EvalError> {
         let mut compile: Option<CompileReport> = None;
         let mut progress: Option<Progress> = None;
+        // Whether candidate code may have run: the stage of some progress line was its.
+        let mut candidate_ran = false;
         let mut harness_error: Option<String> = None;
         let mut protocol_errors: Vec<String> = Vec::new();
         let mut done = false;
@@ -143,7 +155,10 @@ impl<'a> Assembler<'a> {
                 }
             };
             match event {
-                Event::Progress { stage, workload, trial } => progress = Some(Progress { stage, workload, trial }),
+                Event::Progress { stage, workload, trial } => {
+                    candidate_ran |= CANDIDATE_STAGES.contains(&stage.as_str());
+                    progress = Some(Progress { stage, workload, trial })
+                }
                 Event::Compile {
                     ok,
                     seconds,
@@ -195,6 +210,34 @@ impl<'a> Assembler<'a> {
         }
         let wall = outcome.elapsed.as_secs_f64();
         let log = outcome.log;
+
+        // Lines the harness did not write void the whole record, whatever it says.
+        if let Some(first) = unauthenticated.lines.first() {
+            let n = unauthenticated.lines.len();
+            let (status, reason) = if unauthenticated.authenticated == 0 {
+                (
+                    Status::HarnessError,
+                    format!("the harness wrote no authenticated protocol line ({n} line(s) without a valid code; is KSEARCH_HARNESS_DIR an older harness?); first: {first}"),
+                )
+            } else {
+                let status = if candidate_ran {
+                    Status::RuntimeError
+                } else {
+                    Status::HarnessError
+                };
+                (
+                    status,
+                    format!("the protocol stream carried {n} line(s) that fail authentication (not written by the harness, or out of order): something in the evaluation{} tried to forge the harness's record, so none of it is believed; first: {first}", if candidate_ran { ", most likely the candidate," } else { "" }),
+                )
+            };
+            for w in &mut self.workloads {
+                w.status = Status::NotRun;
+                w.reason = None;
+                w.correctness = None;
+                w.timing = None;
+            }
+            return Ok(self.evaluation(status, Some(reason), compile, wall, log));
+        }
 
         if let Some(c) = compile.as_ref().filter(|c| !c.ok) {
             for w in &mut self.workloads {
@@ -384,6 +427,12 @@ impl<'a> Assembler<'a> {
             }
             let suspicious =
                 suspicious.or_else(|| gpu_checks::hidden_work(&cand, &refr, cand_host.as_ref(), ref_host.as_ref()));
+            let outer = host(&raw.worker_outer_ns);
+            let pings = host(&raw.worker_ping_ns);
+            if !raw.worker_outer_ns.is_empty() && (outer.is_none() || pings.is_none()) {
+                return Err(format!("workload {} has invalid worker round-trip samples", w.index));
+            }
+            let suspicious = suspicious.or_else(|| worker_clock::forged_clock(&cand, outer.as_ref(), pings.as_ref()));
             slot.timing = Some(Timing {
                 clock: raw.clock,
                 speedup: refr.median_ns / cand.median_ns,
@@ -400,6 +449,8 @@ impl<'a> Assembler<'a> {
                 reference_host_ns: raw.reference_host_ns,
                 cuda_graph: raw.cuda_graph,
                 cuda_graph_note: raw.cuda_graph_note,
+                worker_outer_ns: raw.worker_outer_ns,
+                worker_ping_ns: raw.worker_ping_ns,
             });
         }
         slot.status = status;

@@ -26,6 +26,18 @@ fn finish(lines: &[&str], exit: Exit) -> Evaluation {
 }
 
 fn finish_on(device: &str, timing_required: bool, lines: &[&str], exit: Exit) -> Evaluation {
+    // Every line signed as the harness signs it, in order.
+    let key = [3u8; 32];
+    let signed: Vec<String> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| format!("{l}\t{}", crate::auth::code(&key, i as u64, l)))
+        .collect();
+    finish_raw(device, timing_required, &key, &signed, exit)
+}
+
+/// `lines` as they came through the pipe (codes included, or not), verified under `key`.
+fn finish_raw(device: &str, timing_required: bool, key: &[u8], lines: &[String], exit: Exit) -> Evaluation {
     let (_dir, task) = task();
     let solution = Solution {
         name: "k.c".into(),
@@ -49,15 +61,64 @@ fn finish_on(device: &str, timing_required: bool, lines: &[&str], exit: Exit) ->
         environment: serde_json::Value::Null,
         trials: 1,
     };
+    let verified = crate::auth::verify(key, lines.iter().map(|l| Ok(l.to_string())).collect());
     let outcome = Outcome {
-        lines: lines.iter().map(|l| Ok(l.to_string())).collect(),
+        lines: verified.lines,
         exit,
         log: String::new(),
         elapsed: Duration::from_millis(10),
     };
+    let unauthenticated = Unauthenticated {
+        lines: verified.unauthenticated,
+        authenticated: verified.authenticated,
+    };
     Assembler::new(&task, &solution, provenance, Duration::from_secs(5), timing_required)
-        .finish(outcome)
+        .finish(outcome, unauthenticated)
         .unwrap()
+}
+
+fn sign(key: &[u8], seq: u64, line: &str) -> String {
+    format!("{line}\t{}", crate::auth::code(key, seq, line))
+}
+
+#[test]
+fn a_forged_passed_record_voids_the_evaluation() {
+    let key = [9u8; 32];
+    let load = r#"{"event": "progress", "stage": "load", "workload": 0, "trial": null}"#;
+    let failed = r#"{"event": "workload", "index": 0, "uuid": "a", "status": "incorrect_numerical", "reason": "bad"}"#;
+    // The candidate's forgery: two passed workloads and a done, without (valid) codes, written
+    // between the harness's genuine lines; one even carries a code under another key.
+    let lines = vec![
+        sign(&key, 0, load),
+        passed(0, "a"),
+        sign(&[1u8; 32], 1, &passed(1, "b")),
+        DONE.to_string(),
+        sign(&key, 1, failed),
+    ];
+    let e = finish_raw("cpu", true, &key, &lines, Exit::Code(0));
+    assert_eq!(e.status, Status::RuntimeError);
+    let reason = e.reason.unwrap();
+    assert!(
+        reason.starts_with("the protocol stream carried 3 line(s) that fail authentication"),
+        "{reason}"
+    );
+    assert!(reason.contains("most likely the candidate"), "{reason}");
+    assert!(e
+        .workloads
+        .iter()
+        .all(|w| w.status == Status::NotRun && w.timing.is_none()));
+    assert_eq!(e.speedup, None);
+}
+
+#[test]
+fn lines_without_any_code_are_a_harness_error() {
+    let lines = vec![passed(0, "a"), passed(1, "b"), DONE.to_string()];
+    let e = finish_raw("cpu", true, &[4u8; 32], &lines, Exit::Code(0));
+    assert_eq!(e.status, Status::HarnessError);
+    assert!(e
+        .reason
+        .unwrap()
+        .starts_with("the harness wrote no authenticated protocol line (3 line(s)"));
 }
 
 const TIMING: &str = r#""timing": {"clock": "ns", "candidate_ns": [10, 12, 11], "reference_ns": [20, 22, 21]}"#;

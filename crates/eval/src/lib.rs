@@ -12,6 +12,7 @@
 //! through PyTorch (the python backend also on a CPU-only torch).
 
 mod assemble;
+mod auth;
 mod gpu_checks;
 pub mod harness;
 mod record;
@@ -21,6 +22,7 @@ mod static_check;
 mod stats;
 mod status;
 pub mod supervisor;
+mod worker_clock;
 
 pub use record::{CompileReport, Correctness, Evaluation, KernelResources, Provenance, Timing, WorkloadResult};
 pub use request::{backend_for, Backend};
@@ -157,7 +159,11 @@ pub fn evaluate(
         })?),
     };
 
-    let request = request::build_request(task, solution, &backend, trials, timeout, opts);
+    let mut request = request::build_request(task, solution, &backend, trials, timeout, opts);
+    // A fresh key per evaluation: the harness authenticates every line with it (auth.rs), so
+    // nothing else that reaches the stream can make a line this side accepts.
+    let key = auth::new_key().map_err(|e| EvalError::Setup(format!("cannot draw a protocol key: {e}")))?;
+    request["auth"] = serde_json::json!({"key": auth::hex(&key)});
     // Debugging aid (docs/protocol.md): keep the exact request to replay it by hand.
     if let Some(path) = std::env::var_os("KSEARCH_SAVE_REQUEST") {
         std::fs::write(&path, request.to_string()).map_err(|e| {
@@ -225,13 +231,23 @@ pub fn evaluate(
             .map(|_| std::fs::read_to_string(workdir.path().join(request::SANITIZER_LOG)).unwrap_or_default());
         Ok((outcome, log))
     };
-    let (mut outcome, mut sanitizer_log) = run(&harness::python())?;
+    let run_verified = |python: &std::path::Path| -> Result<_, EvalError> {
+        let (mut outcome, log) = run(python)?;
+        let verified = auth::verify(&key, std::mem::take(&mut outcome.lines));
+        outcome.lines = verified.lines;
+        let unauthenticated = assemble::Unauthenticated {
+            lines: verified.unauthenticated,
+            authenticated: verified.authenticated,
+        };
+        Ok((outcome, log, unauthenticated))
+    };
+    let (mut outcome, mut sanitizer_log, mut unauthenticated) = run_verified(&harness::python())?;
     if record::missing_module(&outcome.lines).as_deref() == Some("numpy") {
         // Set up an interpreter with NumPy (once; it is reused afterwards) and try again. Other
         // missing modules (torch) are the user's to install: the harness's message says how.
-        (outcome, sanitizer_log) = run(&harness::python_with_numpy(notify)?)?;
+        (outcome, sanitizer_log, unauthenticated) = run_verified(&harness::python_with_numpy(notify)?)?;
     }
-    let evaluation = assembler.finish(outcome)?;
+    let evaluation = assembler.finish(outcome, unauthenticated)?;
     Ok(match sanitizer_log {
         Some(log) => gpu_checks::sanitizer_verdict(evaluation, &log),
         None => evaluation,

@@ -81,6 +81,12 @@ pub(crate) struct RawTiming {
     pub cuda_graph: Option<bool>,
     #[serde(default)]
     pub cuda_graph_note: Option<String>,
+    /// Backend c in its worker process: the harness's round trip of each timed call, and of
+    /// empty calls (the cross-check of the worker's clock, worker_clock.rs).
+    #[serde(default)]
+    pub worker_outer_ns: Vec<f64>,
+    #[serde(default)]
+    pub worker_ping_ns: Vec<f64>,
 }
 
 /// Error statistics of the comparison with the reference, over all trials.
@@ -163,6 +169,13 @@ pub struct Timing {
     pub cuda_graph: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_graph_note: Option<String>,
+    /// Backend c, whose candidate runs in a worker process and is timed by the worker's clock:
+    /// the harness's own round trip of each timed call, and of a few empty calls. The worker's
+    /// clock is in the candidate's process, so these bound what it can claim.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub worker_outer_ns: Vec<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub worker_ping_ns: Vec<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

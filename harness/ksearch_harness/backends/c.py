@@ -2,6 +2,10 @@
 
 Calling convention (docs/protocol.md): inputs in definition order (arrays as pointers to
 contiguous data, scalars by value), then outputs as pointers, then every var axis as int64_t.
+
+On Linux the library is loaded and called in the worker process forked at start-up (worker.py,
+worker_memory.py), never in the harness's own; elsewhere (or with KSEARCH_IN_PROCESS=1) in this
+process, as the GPU backends do.
 """
 
 import ctypes
@@ -11,7 +15,7 @@ import shlex
 import subprocess
 import time
 
-from .. import timing
+from .. import timing, worker, worker_memory
 from ..errors import CandidateError, TaskError
 from ..memory import HostMemory
 from . import sources
@@ -38,14 +42,22 @@ class Backend:
         self._entry = None
         self._function = None
         self._load_error = None
+        self._worker = None
+        self._memory = None
 
     def open(self, request):
-        """Nothing to claim: the candidate runs on this process's CPU."""
+        """Nothing to claim; the candidate runs in the worker where there is one."""
+        self._worker = worker.take()
+        if self._worker is not None:
+            self.time_pairs = worker_memory.time_pairs
 
     def describe(self):
         return None
 
     def memory(self, spec, reference):
+        if self._worker is not None:
+            self._memory = worker_memory.SharedMemory(self._worker)
+            return self._memory
         return HostMemory()
 
     def device_room(self):
@@ -115,12 +127,19 @@ class Backend:
         self._load(spec)
 
     def prepare(self, spec, axes):
+        if self._worker is not None:
+            self._load(spec)
+            scalars = [t.dtype_name if t.is_scalar else None for t in spec.inputs]
+            return worker_memory.WorkerKernel(self._memory, scalars,
+                                              [axes[name] for name in spec.var])
         function = self._load(spec)
         kinds = [_SCALARS[t.dtype_name] if t.is_scalar else None for t in spec.inputs]
         axis_args = tuple(ctypes.c_int64(axes[name]) for name in spec.var)
         return _Kernel(function, kinds, axis_args)
 
     def _load(self, spec):
+        if self._worker is not None:
+            return self._load_in_worker(spec)
         if self._function is None and self._load_error is None:
             try:
                 library = ctypes.CDLL(self._library)  # runs the candidate's constructors
@@ -148,6 +167,28 @@ class Backend:
         if self._load_error is not None:
             raise CandidateError("runtime_error", self._load_error)
         return self._function
+
+
+    def _load_in_worker(self, spec):
+        if self._function is None and self._load_error is None:
+            kinds = ([t.dtype_name if t.is_scalar else "pointer" for t in spec.inputs]
+                     + ["pointer"] * len(spec.outputs) + ["int64"] * len(spec.var))
+            try:
+                self._worker.load(self._library, self._symbol, kinds,
+                                  os.path.dirname(self._library), self._missing_symbol())
+                self._function = self._worker
+            except CandidateError as e:
+                self._load_error = e.reason
+        if self._worker.dead is not None:
+            raise CandidateError(self._worker.status, f"not run: {self._worker.dead}")
+        if self._load_error is not None:
+            raise CandidateError("runtime_error", self._load_error)
+        return self._function
+
+    def _missing_symbol(self):
+        return (f"the compiled candidate does not export the entry symbol '{self._symbol}' "
+                f"(entry_point {self._entry!r}); define a non-static function with exactly "
+                f"that name")
 
 
 class _Kernel:

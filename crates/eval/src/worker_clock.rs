@@ -1,0 +1,64 @@
+//! The cross-check of a worker's clock (backend c on Linux, docs/protocol.md "The worker").
+//!
+//! The candidate's time is measured inside its own process, around the call, because a round
+//! trip between processes costs more than a small kernel. That clock lives where the candidate
+//! runs, so a candidate can lie about it; the harness therefore also reports its own round trip
+//! of every timed call (an upper bound of the call's true time plus messaging) and of a few
+//! empty calls (the messaging alone). A candidate whose round trips, less the empty ones, exceed
+//! twice its claimed time by more than [`SLACK_NS`] did work its clock did not show.
+
+use crate::stats::SampleStats;
+
+/// Scheduling noise between two processes on a loaded machine: a round trip of an empty call
+/// takes 10-20 us on the 2-core development machine, with spikes of tens of microseconds that
+/// the medians mostly absorb.
+pub(crate) const SLACK_NS: f64 = 50_000.0;
+
+pub(crate) fn forged_clock(
+    claimed: &SampleStats,
+    outer: Option<&SampleStats>,
+    pings: Option<&SampleStats>,
+) -> Option<String> {
+    let (outer, pings) = (outer?, pings?);
+    let shown = outer.median_ns - pings.median_ns;
+    if shown > 2.0 * claimed.median_ns + SLACK_NS {
+        return Some(format!(
+            "the worker's clock says {:.1} us per call, but the harness's round trips of the same \
+             calls take {:.1} us (empty round trips {:.1} us): the candidate's process reported less \
+             time than its calls took, so the timing cannot be trusted",
+            claimed.median_ns / 1e3,
+            outer.median_ns / 1e3,
+            pings.median_ns / 1e3
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(v: &[f64]) -> SampleStats {
+        SampleStats::of(v).unwrap()
+    }
+
+    #[test]
+    fn an_honest_call_passes_and_a_forged_clock_is_flagged() {
+        let pings = stats(&[14e3, 15e3, 13e3]);
+        // Honest: 38 us claimed, 58 us round trip.
+        assert_eq!(
+            forged_clock(&stats(&[38e3; 3]), Some(&stats(&[58e3; 3])), Some(&pings)),
+            None
+        );
+        // Honest and slow: 2 ms claimed, 2.03 ms round trip.
+        assert_eq!(
+            forged_clock(&stats(&[2e6; 3]), Some(&stats(&[2.03e6; 3])), Some(&pings)),
+            None
+        );
+        // Forged: 1 us claimed for calls whose round trip is 500 us.
+        let why = forged_clock(&stats(&[1e3; 3]), Some(&stats(&[500e3; 3])), Some(&pings)).unwrap();
+        assert!(why.starts_with("the worker's clock says 1.0 us per call"), "{why}");
+        // No round trips reported (in-process backends): nothing to check.
+        assert_eq!(forged_clock(&stats(&[1e3; 3]), None, None), None);
+    }
+}

@@ -1,0 +1,419 @@
+"""The candidate's own process (backend c on Linux): the harness never runs candidate code.
+
+The harness forks this worker at its very start, before it reads the request, so the worker's
+memory holds nothing of the evaluation: no seed, no reference, no protocol key. The worker keeps
+only its end of a socket pair and stderr (fd 1 points at stderr too); it never has the protocol
+descriptor or stdin. What the harness gives it, over the socket:
+
+  load   the library, the entry symbol and its argument kinds. The worker confines itself
+         (sandbox.py: Landlock, seccomp) and then loads the library, which runs the
+         candidate's constructors;
+  map    a shared-memory arena (a memfd passed with SCM_RIGHTS) holding one trial's inputs or
+         outputs, or the timing stage's buffers; the worker maps it at a fresh address;
+  call   the arguments of one call (arrays as arena and offset, scalars by value); the worker
+         calls the entry and answers with the call's time on its own clock;
+  ping   an empty call, answered at once: the round trip's cost, for the timing cross-check.
+
+The harness keeps everything else: it draws the inputs, copies them into the arena, and after
+each call stops the worker (SIGSTOP, confirmed by waitpid) before it copies the outputs, checks
+the inputs and runs the reference, so nothing of the candidate runs while the reference is timed
+or checked. Replies are untrusted: bounded, strict JSON, checked field by field; anything else
+kills the worker and fails the workload. The worker's clock can be forged by the candidate, so
+the harness also reports its own round trip of every call (worker_outer_ns) and a calibration of
+empty round trips (worker_ping_ns); ksearch flags a candidate whose reported time falls far below
+what the round trips show.
+"""
+
+import ctypes
+import json
+import mmap
+import os
+import signal
+import socket
+import sys
+import time
+
+from . import sandbox
+from .errors import CandidateError
+
+_MAX_MESSAGE = 1 << 16
+_CTYPES = {
+    "float32": ctypes.c_float, "float64": ctypes.c_double, "int32": ctypes.c_int32,
+    "int64": ctypes.c_int64, "bool": ctypes.c_bool, "int16": ctypes.c_int16,
+    "int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "pointer": ctypes.c_void_p,
+}
+_PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_PROT_READ, _PROT_WRITE = 1, 2
+_MAP_SHARED, _MAP_POPULATE = 0x01, 0x8000
+_MAP_FAILED = ctypes.c_void_p(-1).value
+_ARENA_ALIGN = 64
+
+_SIGNALS = {
+    signal.SIGSEGV: "SIGSEGV, invalid memory access",
+    signal.SIGBUS: "SIGBUS, misaligned or unmapped memory",
+    signal.SIGFPE: "SIGFPE, arithmetic fault",
+    signal.SIGILL: "SIGILL, illegal instruction",
+    signal.SIGABRT: "SIGABRT, aborted",
+    signal.SIGKILL: "SIGKILL, possibly out of memory",
+    signal.SIGXCPU: "SIGXCPU, CPU-time limit",
+    signal.SIGXFSZ: "SIGXFSZ, file size limit",
+    signal.SIGSYS: "SIGSYS, a system call the sandbox forbids: new processes, sockets, "
+                   "ptrace, signals to other processes, namespaces",
+}
+
+_spawned = None
+
+
+def supported():
+    return (sys.platform.startswith("linux") and hasattr(os, "memfd_create")
+            and hasattr(socket, "SOCK_SEQPACKET") and hasattr(socket, "send_fds"))
+
+
+def spawn():
+    """Fork the worker (parent side: a Worker), or None where this platform has no worker."""
+    global _spawned
+    if not supported() or os.environ.get("KSEARCH_IN_PROCESS") == "1":
+        return None
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    parent = os.getpid()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 70
+        try:
+            ours.close()
+            _serve(theirs, parent)
+            code = 0
+        except BaseException:  # noqa: BLE001 - the worker never returns into the harness's code
+            code = 71
+        finally:
+            os._exit(code)
+    theirs.close()
+    _spawned = Worker(pid, ours)
+    return _spawned
+
+
+def take():
+    """The worker forked at start-up, for the backend that runs candidates in it."""
+    return _spawned
+
+
+# ---- the harness's side ---------------------------------------------------------------------
+
+class Worker:
+    def __init__(self, pid, sock):
+        self.pid, self._sock = pid, sock
+        self.dead = None  # the reason, once the worker is gone or was killed
+        self.status = "runtime_error"  # of that death (timeout for the CPU-time limit)
+        self.sandbox = None  # what the worker applied, from its answer to `load`
+        self.channel = None  # for where a death happened (the last progress line)
+        self._stopped = False
+        self._next_id = 0
+        self._unmap = []  # arenas the harness let go, unmapped with the next message
+        self._seq = 0
+
+    # -- life --
+
+    def _where(self):
+        p = getattr(self.channel, "last_progress", None)
+        if not p:
+            return ""
+        stage, workload, trial = p
+        text = f" during {stage}" + (f" of workload {workload}" if workload is not None else "")
+        return text + (f", trial {trial}" if trial is not None else "")
+
+    def _fail(self, reason, status="runtime_error"):
+        """Record the worker's end (killing it if needed) and raise it as the candidate's."""
+        if self.dead is None:
+            self.dead, self.status = reason, status
+            self.close()
+        raise CandidateError(self.status, self.dead)
+
+    def _ended(self, how):
+        """The worker closed its socket or sent nothing: report how it ended."""
+        where = self._where()
+        status = None
+        deadline = time.monotonic() + 0.2
+        while status is None and time.monotonic() < deadline:
+            try:
+                pid, raw = os.waitpid(self.pid, os.WNOHANG | os.WUNTRACED)
+            except ChildProcessError:
+                break
+            if pid:
+                if os.WIFSTOPPED(raw):
+                    os.kill(self.pid, signal.SIGCONT)
+                    continue
+                status = raw
+            else:
+                time.sleep(0.002)
+        if status is None:
+            self._kill()
+            return self._fail(f"the candidate's process {how}{where}; it was killed")
+        self.pid = None
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            name = _SIGNALS.get(sig) or _signal_name(sig)
+            kind = "timeout" if sig == signal.SIGXCPU else "runtime_error"
+            return self._fail(f"the candidate's process was killed by signal {sig} ({name})"
+                              f"{where}", kind)
+        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
+        return self._fail(f"the candidate's process exited with code {code}{where} (a kernel "
+                          f"returns; it does not end its process)")
+
+    def _kill(self):
+        if self.pid is None:
+            return
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+        self.pid = None
+
+    def close(self):
+        """Kill and reap the worker (before `done`, and when it misbehaves)."""
+        self._kill()
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+    def _resume(self):
+        if self._stopped and self.pid is not None:
+            os.kill(self.pid, signal.SIGCONT)
+            self._stopped = False
+
+    def _stop(self):
+        """Stop every thread of the worker and wait until they are stopped."""
+        if self.pid is None:
+            return
+        os.kill(self.pid, signal.SIGSTOP)
+        while True:
+            try:
+                pid, raw = os.waitpid(self.pid, os.WUNTRACED)
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                return
+            if pid and os.WIFSTOPPED(raw):
+                self._stopped = True
+                return
+            if pid:
+                # It ended before it could be stopped (a thread of the candidate killed it).
+                self.pid = None
+                sig = os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else None
+                how = (f"was killed by signal {sig} ({_SIGNALS.get(sig) or _signal_name(sig)})"
+                       if sig else f"exited with code {os.WEXITSTATUS(raw)}")
+                self._fail(f"the candidate's process {how} after its call returned"
+                           f"{self._where()}")
+
+    # -- messages --
+
+    def _exchange(self, message, fds=(), stop_after=False):
+        """Send one message, wait for the answer; (reply dict, round-trip ns)."""
+        if self.dead is not None:
+            raise CandidateError(self.status, f"not run: {self.dead}")
+        if self._unmap:
+            message = {**message, "unmap": self._unmap}
+            self._unmap = []
+        data = json.dumps(message, separators=(",", ":")).encode()
+        self._resume()
+        t0 = time.perf_counter_ns()
+        try:
+            if fds:
+                socket.send_fds(self._sock, [data], list(fds))
+            else:
+                self._sock.send(data)
+            reply = self._sock.recv(_MAX_MESSAGE + 1)
+        except OSError:
+            reply = b""
+        t1 = time.perf_counter_ns()
+        if stop_after and reply:
+            self._stop()
+        if not reply:
+            self._ended("closed its channel to the harness")
+        try:
+            if len(reply) > _MAX_MESSAGE:
+                raise ValueError("too long")
+            answer = json.loads(reply.decode("utf-8"))
+            if not isinstance(answer, dict) or answer.get("seq") != self._seq:
+                raise ValueError("out of sequence")
+        except (ValueError, UnicodeDecodeError):
+            shown = reply[:80].decode("utf-8", "replace")
+            self._fail(f"the candidate's process broke the worker protocol (an answer the "
+                       f"harness's worker did not write: {shown!r}){self._where()}; it was "
+                       f"killed")
+        self._seq += 1
+        return answer, t1 - t0
+
+    def load(self, library, symbol, kinds, build_dir, missing_symbol):
+        """Sandbox the worker and load the library; CandidateError when that fails
+        (`missing_symbol`: the reason when the library lacks the entry)."""
+        _not_dumpable()
+        answer, _ = self._exchange({"op": "load", "seq": self._seq, "library": library,
+                                    "symbol": symbol, "kinds": kinds, "build_dir": build_dir},
+                                   stop_after=True)
+        if isinstance(answer.get("sandbox"), dict):
+            self.sandbox = answer["sandbox"]
+        if answer.get("missing_symbol") is True:
+            raise CandidateError("runtime_error", missing_symbol)
+        if answer.get("ok") is not True:
+            error = answer.get("error")
+            raise CandidateError("runtime_error", error if isinstance(error, str) else
+                                 "loading the compiled candidate failed")
+
+    def arena(self, nbytes):
+        """A shared arena of `nbytes`: (id, the harness's mmap of it), mapped by the worker."""
+        fd = os.memfd_create("ksearch-arena", os.MFD_CLOEXEC)
+        try:
+            size = max(nbytes, 1)
+            os.ftruncate(fd, size)
+            view = mmap.mmap(fd, size)
+            ident = self._next_id
+            self._next_id += 1
+            answer, _ = self._exchange({"op": "map", "seq": self._seq, "id": ident,
+                                        "size": size}, fds=[fd])
+        finally:
+            os.close(fd)
+        if answer.get("ok") is not True:
+            raise CandidateError("runtime_error", (
+                f"the candidate's process could not map {size} bytes of shared memory for its "
+                f"arrays{self._where()}: {answer.get('error')}; it shares the evaluation's "
+                f"memory limit, so most likely its own allocations used it up"))
+        import weakref
+        weakref.finalize(view, self._unmap.append, ident)
+        return ident, view
+
+    def call(self, args):
+        """Run one call; (the worker's time of it, the harness's round trip), in ns."""
+        answer, outer = self._exchange({"op": "call", "seq": self._seq, "args": args},
+                                       stop_after=True)
+        ns = answer.get("ns")
+        if answer.get("ok") is not True or not isinstance(ns, int) or not 0 <= ns <= outer:
+            self._fail(f"the candidate's process broke the worker protocol (its answer to a "
+                       f"call: {json.dumps(answer)[:120]}, round trip {outer} ns)"
+                       f"{self._where()}; it was killed")
+        return ns, outer
+
+    def ping(self):
+        """The round trip of an empty call, in ns (the worker stays stopped after it)."""
+        _, outer = self._exchange({"op": "ping", "seq": self._seq}, stop_after=True)
+        return outer
+
+
+def _not_dumpable():
+    """Keep other processes of this user out of the harness's /proc files and memory (the
+    protocol key, the pools, the reference): a non-dumpable process can be ptraced, and its
+    /proc/PID/mem and /proc/PID/fd opened, only with CAP_SYS_PTRACE."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _signal_name(sig):
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return "signal"
+
+
+# ---- the worker's side ------------------------------------------------------------------------
+
+def _serve(sock, parent):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        return  # the harness is already gone
+    # Only the socket and stderr stay: no stdin, no protocol descriptor, nothing else inherited.
+    keep = sock.fileno()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 1 << 16)
+    import faulthandler
+    faulthandler.enable(file=sys.stderr)
+    mapper = libc.mmap
+    mapper.restype = ctypes.c_void_p
+    mapper.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_int, ctypes.c_long]
+    unmapper = libc.munmap
+    unmapper.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    arenas = {}  # id -> (address, size)
+    entry = None
+    clock = time.perf_counter_ns
+    while True:
+        data, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 4)
+        if not data:
+            return
+        message = json.loads(data)
+        seq = message.get("seq")
+        for ident in message.get("unmap", ()):
+            address, size = arenas.pop(ident, (None, 0))
+            if address:
+                unmapper(address, size)
+        op = message["op"]
+        if op == "call":
+            args = [ctypes.c_void_p(arenas[a[1]][0] + a[2]) if a[0] == "array"
+                    else _CTYPES[a[0]](a[1]) for a in message["args"]]
+            t0 = clock()
+            entry(*args)
+            t1 = clock()
+            answer = {"seq": seq, "ok": True, "ns": t1 - t0}
+        elif op == "ping":
+            answer = {"seq": seq, "ok": True}
+        elif op == "map":
+            size = int(message["size"])
+            address = mapper(None, size, _PROT_READ | _PROT_WRITE, _MAP_SHARED | _MAP_POPULATE,
+                             fds[0], 0)
+            os.close(fds[0])
+            if address is None or address == _MAP_FAILED:
+                answer = {"seq": seq, "ok": False,
+                          "error": os.strerror(ctypes.get_errno())}
+            else:
+                arenas[message["id"]] = (address, size)
+                answer = {"seq": seq, "ok": True}
+        elif op == "load":
+            entry, answer = _load(message)
+            answer["seq"] = seq
+        else:
+            answer = {"seq": seq, "ok": False, "error": f"unknown op {op!r}"}
+        sock.send(json.dumps(answer, separators=(",", ":")).encode())
+
+
+def _load(message):
+    applied = sandbox.confine(message["build_dir"])
+    library, symbol = message["library"], message["symbol"]
+    try:
+        handle = ctypes.CDLL(library)  # runs the candidate's constructors
+    except OSError as e:
+        return None, {"ok": False, "sandbox": applied,
+                      "error": f"loading the compiled candidate failed: {e}"}
+    except Exception as e:  # noqa: BLE001 - e.g. MemoryError after its constructors ran
+        return None, {"ok": False, "sandbox": applied,
+                      "error": f"loading the compiled candidate failed: {type(e).__name__}: {e}"}
+    try:
+        entry = getattr(handle, symbol)
+    except AttributeError:
+        return None, {"ok": False, "sandbox": applied, "missing_symbol": True, "error": None}
+    entry.argtypes = [_CTYPES[k] for k in message["kinds"]]
+    entry.restype = None
+    return entry, {"ok": True, "sandbox": applied}
+
+
+# ---- arrays in arenas -------------------------------------------------------------------------
+
+def layout(arrays_bytes):
+    """Offsets of arrays of these sizes in one arena, each aligned; (offsets, total bytes)."""
+    offsets, at = [], 0
+    for n in arrays_bytes:
+        offsets.append(at)
+        at += -(-max(n, 1) // _ARENA_ALIGN) * _ARENA_ALIGN
+    return offsets, at
