@@ -412,7 +412,10 @@ pub(crate) fn drive_quietly(
                 }
                 _ => text.push_str("no candidate passed\n"),
             }
-            text.push_str(&format!("see the tree and every attempt with: ksearch show {dir}"));
+            text.push_str(&format!(
+                "see the tree and every attempt with: ksearch show {dir}\n\
+                 or as a self-contained HTML page: ksearch report {dir}"
+            ));
             Outcome {
                 json: json!({
                     "run_dir": run_dir, "status": "finished", "reason": reason,
