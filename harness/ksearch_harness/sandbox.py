@@ -2,18 +2,20 @@
 
 Two layers, each applied when the kernel offers it and reported in `done.environment.sandbox`:
 
-- Landlock (Linux 5.13+): the files the process may open. Read and execute beneath the system
-  software folders (/usr, /lib*, /bin, /sbin, /opt, /nix), the loader's files in /etc, its own
-  /proc/self and the CPU description in /proc and /sys, the folders of every file already
-  mapped into the process (the interpreter and its libraries, wherever they live), and the
-  candidate's build folder; write nowhere. Landlock also keeps the process from ptracing, or
+- Landlock (Linux 5.13+): the files the process may open. Read the files already mapped into
+  the process (the interpreter and its libraries, and the libraries the candidate needs, loaded
+  first), the candidate's build folder, the loader's cache, its own /proc/self and the CPU
+  description in /proc and /sys; write nowhere. No other file of the machine (another run's
+  store, the task's files, the interpreter's site-packages) can be opened. Landlock also keeps the process from ptracing, or
   (ABI 6+) signalling, any process outside its domain, so /proc/PID/mem and /proc/PID/fd of the
   harness and of ksearch are out of reach; ABI 4+ refuses TCP bind and connect.
 - seccomp (x86_64): a filter that kills the process (SIGSYS) on the system calls a kernel has no
   use for and an attacker does: new processes (fork, vfork, clone without CLONE_THREAD, exec),
   sockets, ptrace and cross-process memory access, signals to other processes, leaving the
-  process group, namespaces and mounts, io_uring (which bypasses this filter), BPF. clone3 fails
-  with ENOSYS instead, so the C library falls back to clone, where the flags can be inspected.
+  process group, namespaces and mounts, io_uring (which bypasses this filter), BPF, and any change
+  to the file system (opening a file for writing, creating, removing, renaming). clone3 and
+  openat2 fail with ENOSYS instead, so the C library falls back to clone and openat, whose flags
+  the filter can read.
 
 Threads stay allowed (OpenMP). Nothing here runs in the harness's own process.
 """
@@ -43,11 +45,12 @@ _READ = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
 # Rights that make sense on a regular file (a rule beneath a file may only grant these).
 _FILE_RIGHTS = _FS_EXECUTE | _FS_READ_FILE
 
-# Software folders, the dynamic loader's files, and what a runtime reads about the machine
-# (OpenMP: CPUs online). Not /etc as a whole, /home, /root, /tmp or other processes' /proc.
-SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/opt", "/nix",
-               "/etc/ld.so.cache", "/etc/ld.so.preload", "/etc/localtime", "/proc/self",
-               "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/sys/devices/system/cpu",
+# Beyond the files already mapped (allowed one by one) and the build folder: the loader's cache
+# and what a runtime reads about the machine (OpenMP: the CPUs online). Not /usr or any other
+# folder as a whole: the interpreter's site-packages (NumPy) must stay out of reach, or a
+# candidate could run the framework's op through the embedded interpreter.
+SYSTEM_READ = ("/etc/ld.so.cache", "/etc/localtime", "/proc/self", "/proc/cpuinfo",
+               "/proc/meminfo", "/proc/stat", "/sys/devices/system/cpu",
                "/sys/devices/system/node")
 
 
@@ -66,23 +69,63 @@ def landlock_abi():
     return max(int(v), 0)
 
 
-def mapped_folders():
-    """Folders of the files mapped into this process (interpreter, its libraries)."""
-    folders = set()
+def mapped_files():
+    """The files mapped into this process (the interpreter, its libraries), one by one."""
+    files = set()
     try:
         with open("/proc/self/maps") as f:
             for line in f:
                 parts = line.split(None, 5)
                 path = parts[5].strip() if len(parts) == 6 else ""
-                folder = os.path.dirname(path)
-                # Only real files' folders: not "/" (memfd and SysV segments show as "/name"),
-                # not devices.
-                if path.startswith("/") and folder not in ("", "/") and \
-                        not folder.startswith("/dev"):
-                    folders.add(folder)
+                # Real files only: memfd and SysV segments show as "/name (deleted)" or "/SYSV".
+                if path.startswith("/") and not path.endswith("(deleted)") and \
+                        os.path.dirname(path) not in ("", "/") and not path.startswith("/dev/"):
+                    files.add(path)
     except OSError:
         pass
-    return folders
+    return files
+
+
+def needed_libraries(path):
+    """The DT_NEEDED names of a 64-bit little-endian ELF shared object ([] when unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(64 << 20)
+    except OSError:
+        return []
+    try:
+        if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+            return []
+        phoff, = struct.unpack_from("<Q", data, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+        loads, dynamic = [], None
+        for i in range(phnum):
+            p_type, _, p_offset, p_vaddr, _, p_filesz = struct.unpack_from(
+                "<IIQQQQ", data, phoff + i * phentsize)
+            if p_type == 1:
+                loads.append((p_vaddr, p_offset, p_filesz))
+            elif p_type == 2:
+                dynamic = (p_offset, p_filesz)
+        if dynamic is None:
+            return []
+        needed, strtab = [], None
+        for at in range(dynamic[0], dynamic[0] + dynamic[1], 16):
+            tag, value = struct.unpack_from("<qQ", data, at)
+            if tag == 0:
+                break
+            if tag == 1:
+                needed.append(value)
+            elif tag == 5:
+                strtab = next((value - v + o for v, o, n in loads if v <= value < v + n), None)
+        if strtab is None:
+            return []
+        names = []
+        for offset in needed:
+            end = data.index(b"\0", strtab + offset)
+            names.append(data[strtab + offset:end].decode("utf-8", "replace"))
+        return names
+    except (struct.error, ValueError, IndexError):
+        return []
 
 
 def apply_landlock(read_paths):
@@ -164,7 +207,16 @@ X86_64_FORBIDDEN = {
     "process_vm_writev": 311, "kcmp": 312, "bpf": 321, "execveat": 322, "userfaultfd": 323,
     "pidfd_send_signal": 424, "io_uring_setup": 425, "io_uring_enter": 426,
     "io_uring_register": 427, "pidfd_open": 434, "pidfd_getfd": 438, "process_madvise": 440,
+    # Changing the file system: the worker writes no file (Landlock refuses it too, silently).
+    "creat": 85, "truncate": 76, "rename": 82, "mkdir": 83, "rmdir": 84, "link": 86,
+    "unlink": 87, "symlink": 88, "chmod": 90, "chown": 92, "lchown": 94, "mknod": 133,
+    "mkdirat": 258, "mknodat": 259, "fchownat": 260, "unlinkat": 263, "renameat": 264,
+    "linkat": 265, "symlinkat": 266, "fchmodat": 268, "renameat2": 316,
 }
+# open(path, flags) and openat(dir, path, flags): killed when the flags ask to write.
+_X86_64_OPEN = {2: 1, 257: 2}  # number: index of the flags argument
+_OPEN_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_X86_64_OPENAT2 = 437  # its flags sit in a struct the filter cannot read: ENOSYS
 # Signals: allowed only when the target (argument 0: pid or thread-group id) is this process.
 X86_64_SIGNAL_SELF_ONLY = {"kill": 62, "rt_sigqueueinfo": 129, "tgkill": 234,
                            "rt_tgsigqueueinfo": 297}
@@ -191,8 +243,11 @@ def seccomp_program(pid):
             _stmt(_LD_W_ABS, nr), _jump(_JGE_K, _X32_SYSCALL_BIT, 0, 1), kill]
     for number in sorted(X86_64_FORBIDDEN.values()):
         prog += [_jump(_JEQ_K, number, 0, 1), kill]
-    prog += [_jump(_JEQ_K, _X86_64_CLONE3, 0, 1),
-             _stmt(_RET_K, _SECCOMP_RET_ERRNO | errno.ENOSYS)]
+    for number in (_X86_64_CLONE3, _X86_64_OPENAT2):
+        prog += [_jump(_JEQ_K, number, 0, 1), _stmt(_RET_K, _SECCOMP_RET_ERRNO | errno.ENOSYS)]
+    for number, arg in sorted(_X86_64_OPEN.items()):
+        prog += [_jump(_JEQ_K, number, 0, 4), _stmt(_LD_W_ABS, arg0_low + 8 * arg),
+                 _jump(_JSET_K, _OPEN_WRITE_FLAGS, 0, 1), kill, allow]
     # clone: a thread (CLONE_THREAD in the flags, argument 0) is fine, a process is not.
     prog += [_jump(_JEQ_K, _X86_64_CLONE, 0, 4), _stmt(_LD_W_ABS, arg0_low),
              _jump(_JSET_K, _CLONE_THREAD, 0, 1), allow, kill]
@@ -225,16 +280,28 @@ def apply_seccomp():
         raise OSError(e, f"prctl(PR_SET_SECCOMP): {os.strerror(e)}")
 
 
-def confine(build_dir):
+def confine(build_dir, library):
     """Apply every layer this system offers; returns what was applied, for `done`.
 
-    A layer the kernel lacks is reported as such (with why), never silently assumed.
+    The libraries `library` needs are loaded first (from the system's usual places), so that
+    loading the candidate afterwards needs no file but its own. A layer the kernel lacks is
+    reported as such (with why), never silently assumed. KSEARCH_SANDBOX=off leaves both out:
+    the tests use it to show what each layer stops.
     """
     applied = {"landlock": None, "seccomp": False, "notes": []}
     if platform.system() != "Linux":
         applied["notes"].append(f"no sandbox on {platform.system()}")
         return applied
-    read = set(SYSTEM_READ) | mapped_folders() | {build_dir}
+    if os.environ.get("KSEARCH_SANDBOX") == "off":
+        applied["notes"].append("disabled by KSEARCH_SANDBOX=off")
+        return applied
+    for name in needed_libraries(library):
+        if "/" not in name:
+            try:
+                ctypes.CDLL(name)
+            except OSError:
+                pass  # loading the candidate will name it
+    read = set(SYSTEM_READ) | mapped_files() | {build_dir}
     try:
         applied["landlock"] = apply_landlock(read)
     except OSError as e:

@@ -59,7 +59,7 @@ _SIGNALS = {
     signal.SIGXCPU: "SIGXCPU, CPU-time limit",
     signal.SIGXFSZ: "SIGXFSZ, file size limit",
     signal.SIGSYS: "SIGSYS, a system call the sandbox forbids: new processes, sockets, "
-                   "ptrace, signals to other processes, namespaces",
+                   "writing files, ptrace, signals to other processes, namespaces",
 }
 
 _spawned = None
@@ -389,7 +389,7 @@ def _serve(sock, parent):
 
 
 def _load(message):
-    applied = sandbox.confine(message["build_dir"])
+    applied = sandbox.confine(message["build_dir"], message["library"])
     library, symbol = message["library"], message["symbol"]
     try:
         handle = ctypes.CDLL(library)  # runs the candidate's constructors

@@ -1,0 +1,261 @@
+"""Protocol forgery and sandbox abuse, played against the harness itself (docs/threat-model.md).
+
+Each candidate attacks the record the harness writes: it prints forged lines, writes them into
+every descriptor it has, reopens the harness's pipes through /proc, closes its channel, kills
+the harness, or ends its process early. The requests carry an `auth.key` as ksearch's do, and
+the tests verify every line's code as ksearch does: a forged line must never verify, and no
+attack may end in a `passed` workload for a kernel that computes nothing.
+
+KSEARCH_SANDBOX=off and KSEARCH_IN_PROCESS=1 take a layer away, to show what the layers below
+still stop (and, in the docs, what they do not).
+"""
+
+import hashlib
+import hmac
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from tests import support
+from tests.support import request, softmax_source
+
+KEY = bytes(range(32))
+
+# The record a forger would like ksearch to read: every workload passed, quickly, then done.
+FORGED = "".join(
+    json.dumps({"event": "workload", "index": i, "uuid": u, "status": "passed", "reason": None,
+                "correctness": {"trials": 3, "max_abs_error": 0, "max_rel_error": 0,
+                                "rel_norm": 0, "matched_ratio": 1.0, "mismatched": 0,
+                                "elements": 1},
+                "timing": {"clock": "perf_counter_ns", "candidate_ns": [1, 1, 1],
+                           "reference_ns": [1e9, 1e9, 1e9]}}) + "\n"
+    for i, u in enumerate(["w0", "w1", "w2"])) + json.dumps(
+    {"event": "done", "environment": {}, "harness_version": "0.2.0", "stages": {}}) + "\n"
+
+
+def c_string(text):
+    return json.dumps(text)  # a valid C string literal for this ASCII text
+
+
+# Helpers every attack uses. Static checks are ksearch's (not the harness's), so nothing needs
+# hiding here; the CLI suite (tests/adversarial) hides the same calls from them.
+PRELUDE = r"""
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+static const char FORGED[] = %s;
+static void spray(int fd) { if (write(fd, FORGED, sizeof FORGED - 1) < 0) {} }
+""" % c_string(FORGED)
+
+
+class Result:
+    def __init__(self, proc):
+        self.returncode = proc.returncode
+        self.stderr = proc.stderr.decode("utf-8", "replace")
+        self.events, self.unauthenticated = [], []
+        seq = 0
+        for line in proc.stdout.decode("utf-8", "replace").splitlines():
+            text, _, code = line.rpartition("\t")
+            want = hmac.new(KEY, f"{seq}:".encode() + text.encode(), hashlib.sha256).hexdigest()
+            if text and hmac.compare_digest(code, want):
+                self.events.append(json.loads(text))
+                seq += 1
+            else:
+                self.unauthenticated.append(line)
+
+    def of(self, kind):
+        return [e for e in self.events if e["event"] == kind]
+
+    @property
+    def statuses(self):
+        return [e["status"] for e in self.of("workload")]
+
+    @property
+    def reasons(self):
+        return [e["reason"] for e in self.of("workload")]
+
+
+def run(req, env=None, timeout=60):
+    req = dict(req, auth={"key": KEY.hex()})
+    with tempfile.TemporaryDirectory(prefix="ksearch-test-") as tmp:
+        environ = dict(os.environ, PYTHONPATH=support.HARNESS_DIR, TMPDIR=tmp)
+        environ.update(env or {})
+        proc = subprocess.run([sys.executable, "-m", "ksearch_harness"],
+                              input=json.dumps(req).encode(), cwd=tmp, env=environ,
+                              capture_output=True, timeout=timeout)
+    return Result(proc)
+
+
+def attack(code, prelude=""):
+    """A softmax kernel that runs `code` on its first call and computes nothing."""
+    return request(softmax_source(prelude=PRELUDE + prelude,
+                                  before=f"{{ {code} }} return;"))
+
+
+class ProtocolForgery(unittest.TestCase):
+    def test_honest_lines_all_verify(self):
+        r = run(request())
+        self.assertEqual(r.unauthenticated, [])
+        self.assertEqual(r.statuses, ["passed"] * 3)
+        self.assertEqual(r.events[-1]["event"], "done")
+        sandbox = r.of("done")[0]["environment"]["sandbox"]
+        self.assertTrue(sandbox["worker"])
+
+    def test_forged_record_printed_on_stdout_lands_in_the_log(self):
+        r = run(attack("spray(1); printf(\"%s\", FORGED); fflush(stdout);"))
+        self.assertEqual(r.unauthenticated, [])
+        self.assertEqual(r.statuses, ["incorrect_numerical"] * 3)
+        self.assertIn('"status": "passed"', r.stderr)
+
+    def test_forged_record_on_every_descriptor_breaks_only_the_worker(self):
+        # The worker's descriptors: /dev/null, stderr twice, and its socket to the harness; the
+        # forged text in the socket is not an answer the harness accepts.
+        r = run(attack("for (int fd = 0; fd < 1024; fd++) spray(fd);"))
+        self.assertEqual(r.unauthenticated, [])
+        self.assertEqual(r.statuses, ["runtime_error"] * 3)
+        self.assertTrue(r.reasons[0].startswith(
+            "the candidate's process broke the worker protocol (an answer the harness's worker "
+            "did not write: '{\"event\": \"workload\""), r.reasons[0])
+        self.assertIn("during correctness of workload 0, trial 0; it was killed", r.reasons[0])
+        self.assertEqual(r.events[-1]["event"], "done")
+
+    def test_closing_every_descriptor_ends_the_worker_not_the_record(self):
+        r = run(attack("for (int fd = 0; fd < 1024; fd++) close(fd);"))
+        self.assertEqual(r.unauthenticated, [])
+        self.assertEqual(r.statuses, ["runtime_error"] * 3)
+        self.assertIn("the candidate's process", r.reasons[0])
+        self.assertIn("during correctness of workload 0, trial 0", r.reasons[0])
+        self.assertEqual(r.events[-1]["event"], "done")
+
+    def test_exiting_with_code_0_early_is_a_runtime_error(self):
+        r = run(attack("exit(0);"))
+        self.assertEqual(r.statuses, ["runtime_error"] * 3)
+        self.assertEqual(r.reasons[0], "the candidate's process exited with code 0 during "
+                                       "correctness of workload 0, trial 0 (a kernel returns; "
+                                       "it does not end its process)")
+
+    def test_killing_the_harness_is_stopped_by_the_sandbox(self):
+        r = run(attack("kill(getppid(), SIGKILL);"))
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(r.statuses, ["runtime_error"] * 3)
+        self.assertTrue(r.reasons[0].startswith(
+            "the candidate's process was killed by signal 31 (SIGSYS, a system call the sandbox "
+            "forbids"), r.reasons[0])
+
+    def test_killing_the_harness_without_the_sandbox_leaves_no_done(self):
+        # What ksearch then sees: a harness killed during a candidate stage (runtime_error).
+        r = run(attack("kill(getppid(), SIGKILL);"), env={"KSEARCH_SANDBOX": "off"})
+        self.assertEqual(r.returncode, -9)
+        self.assertEqual(r.of("done"), [])
+        self.assertEqual(r.events[-1], {"event": "progress", "stage": "correctness",
+                                        "workload": 0, "trial": 0})
+
+    # Reopen the harness's pipes through /proc (all but the log) and write the forged record.
+    REOPEN = r"""
+        char path[64], link[128], mine[128] = "";
+        ssize_t n = readlink("/proc/self/fd/2", mine, sizeof mine - 1);
+        if (n > 0) mine[n] = 0;
+        int reached = 0;
+        for (int fd = 0; fd < 64; fd++) {
+            snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)getppid(), fd);
+            ssize_t k = readlink(path, link, sizeof link - 1);
+            if (k <= 0) continue;
+            link[k] = 0;
+            if (strncmp(link, "pipe:", 5) != 0 || strcmp(link, mine) == 0) continue;
+            int w = open(path, O_WRONLY | O_NONBLOCK);
+            if (w < 0) continue;
+            spray(w);
+            reached++;
+        }
+        fprintf(stderr, "reopened %d pipes\n", reached);
+    """
+
+    def test_reopening_the_harness_pipes_through_proc_is_refused_by_the_sandbox(self):
+        r = run(attack(self.REOPEN))
+        self.assertIn("reopened 0 pipes", r.stderr)
+        self.assertEqual(r.unauthenticated, [])
+        self.assertEqual(r.statuses, ["incorrect_numerical"] * 3)
+
+    def test_lines_forged_through_proc_without_the_sandbox_fail_authentication(self):
+        # Without Landlock the worker can reopen the protocol pipe (as root, or while the
+        # harness is dumpable); the forged lines reach the stream but never verify.
+        r = run(attack(self.REOPEN), env={"KSEARCH_SANDBOX": "off"})
+        if "reopened 0 pipes" in r.stderr:
+            self.skipTest("this user cannot open the harness's /proc/PID/fd (not root)")
+        # One forgery (three workloads and a done) per call: each workload fails at trial 0.
+        self.assertEqual(len(r.unauthenticated), 3 * 4)
+        self.assertIn('"status": "passed"', r.unauthenticated[0])
+        self.assertEqual(r.statuses, ["incorrect_numerical"] * 3)
+
+    def test_in_process_forgery_on_the_protocol_descriptor_fails_authentication(self):
+        # No worker: the candidate shares the harness's process and writes straight into the
+        # protocol descriptor. Only the authentication stops it (see the threat model for a
+        # candidate that also reads the key from memory).
+        r = run(attack("for (int fd = 3; fd < 64; fd++) spray(fd);"),
+                env={"KSEARCH_IN_PROCESS": "1"})
+        self.assertGreaterEqual(len(r.unauthenticated), 4)
+        self.assertEqual(r.statuses, ["incorrect_numerical"] * 3)
+
+
+class SandboxAbuse(unittest.TestCase):
+    def test_fork_is_killed(self):
+        r = run(attack("for (;;) fork();"))
+        self.assertEqual(r.statuses, ["runtime_error"] * 3)
+        self.assertIn("signal 31 (SIGSYS", r.reasons[0])
+
+    def test_a_thread_is_allowed(self):
+        # OpenMP and pthreads need clone with CLONE_THREAD: the filter lets it through.
+        source = softmax_source(prelude="#include <pthread.h>\nstatic void* idle(void* a) "
+                                        "{ return a; }",
+                                before="pthread_t t; pthread_create(&t, 0, idle, 0); "
+                                       "pthread_join(t, 0);")
+        req = request(source)
+        req["candidate"]["build"]["extra_flags"] = ["-pthread"]
+        r = run(req)
+        self.assertEqual(r.statuses, ["passed"] * 3, r.reasons)
+
+    def test_a_socket_is_killed(self):
+        r = run(attack("socket(2, 1, 0);", prelude="#include <sys/socket.h>\n"))
+        self.assertEqual(r.statuses, ["runtime_error"] * 3)
+        self.assertIn("signal 31 (SIGSYS", r.reasons[0])
+
+    def test_writing_a_file_is_killed(self):
+        for where in ("getenv(\"TMPDIR\")", "\"/tmp\""):
+            with self.subTest(where=where):
+                r = run(attack(f'char p[512]; snprintf(p, sizeof p, "%s/fill", {where}); '
+                               f'int fd = open(p, O_WRONLY | O_CREAT, 0600); '
+                               f'fprintf(stderr, "opened %d\\n", fd);'))
+                self.assertEqual(r.statuses, ["runtime_error"] * 3)
+                self.assertIn("signal 31 (SIGSYS", r.reasons[0])
+                self.assertNotIn("opened", r.stderr)
+
+    def test_reading_files_outside_the_build_folder_is_refused(self):
+        with tempfile.TemporaryDirectory() as other:
+            secret = os.path.join(other, "secret")
+            with open(secret, "w") as f:
+                f.write("42")
+            code = (f'FILE* f = fopen({c_string(secret)}, "r"); '
+                    f'fprintf(stderr, "secret %s\\n", f ? "read" : "refused");')
+            r = run(attack(code))
+            self.assertIn("secret refused", r.stderr)
+            r = run(attack(code), env={"KSEARCH_SANDBOX": "off"})
+            self.assertIn("secret read", r.stderr)
+
+    def test_the_interpreters_packages_are_out_of_reach(self):
+        # NumPy's files (site-packages) cannot be opened, so the embedded interpreter cannot
+        # import the framework for the candidate.
+        import numpy
+        init = numpy.__file__
+        code = (f'FILE* f = fopen({c_string(init)}, "r"); '
+                f'fprintf(stderr, "numpy %s\\n", f ? "readable" : "refused");')
+        r = run(attack(code))
+        self.assertIn("numpy refused", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
