@@ -20,6 +20,9 @@ fn tasks_lists_the_cpu_and_gpu_tasks() {
             "gqa_paged_decode",
             "mamba_scan",
             "matmul",
+            "mlx_attention",
+            "mlx_mamba_scan",
+            "mlx_mamba_step",
             "rmsnorm",
             "rmsnorm_llm",
             "softmax",
@@ -32,8 +35,9 @@ fn tasks_lists_the_cpu_and_gpu_tasks() {
 #[test]
 fn every_seed_kernel_passes() {
     // Every built-in task whose seed is C runs here; the others need a GPU, so they are skipped
-    // by name (their seeds are compile-checked by crates/spec/tests/cuda_seeds_compile.rs and
-    // evaluated on the GPU by bench/gpu_suite.sh).
+    // by name (their seeds are compile-checked by crates/spec/tests/cuda_seeds_compile.rs, the
+    // MLX seeds' CUDA bodies by harness/tests/test_mlx_seeds_compile.py, and evaluated on the
+    // GPU by bench/gpu_suite.sh).
     let listed = ksearch(&["tasks", "--json"]);
     assert_eq!(listed.code, 0, "{}", listed.stderr);
     let mut evaluated = Vec::new();
