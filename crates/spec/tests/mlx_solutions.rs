@@ -68,7 +68,7 @@ fn bare_files_of_an_mlx_task_are_mlx_solutions() {
             "launch.toml",
             SPEC.replace("source_file = \"k.cu\"", "source = \"y[0] = 2 * x[0];\""),
         ),
-        ("launcher.py".into(), "def scale(x):\n    return x * 2\n".into()),
+        ("launcher.py", "def scale(x):\n    return x * 2\n".into()),
     ] {
         let sol = Solution::from_source(file, file, content.to_string(), &task).unwrap();
         assert_eq!(sol.spec.language, "mlx", "{file}");
