@@ -16,6 +16,7 @@ with the same kernel fail with the same message without compiling again.
 
 import importlib.util
 import inspect
+import json
 import os
 import sys
 import time
@@ -405,6 +406,39 @@ def load_callable(candidate, definition, dialect=None):
             runs[key] = backend.prepare(spec, axes)
         return runs[key].lazy(list(inputs))
     return call
+
+
+def candidate_at(path, symbol):
+    """A request's candidate object from files on disk, for load_callable: a launch spec
+    (.toml, .json) or launcher (.py) with the files beside it, a folder holding one (a run's
+    best/ folder, or the run folder itself), or a Solution JSON (a .json file with `sources`)."""
+    if os.path.isdir(path):
+        folder = os.path.join(path, "best") if os.path.isdir(os.path.join(path, "best")) else path
+        names = sorted(n for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n)))
+        entries = [n for n in names if n.endswith(mlx_spec.SPEC_SUFFIXES + (".py",))]
+        if len(entries) != 1:
+            raise ValueError(f"{folder}: expected one launch spec or launcher, found "
+                             f"{', '.join(entries) or 'none'}")
+        entry = entries[0]
+    else:
+        folder, entry = os.path.dirname(path) or ".", os.path.basename(path)
+        if entry.endswith(".json"):
+            with open(path) as f:
+                document = json.load(f)
+            if isinstance(document, dict) and "sources" in document:  # a Solution JSON
+                return {"language": "mlx", "sources": document["sources"],
+                        "entry_point": document["spec"]["entry_point"]}
+        names = [n for n in sorted(os.listdir(folder))
+                 if os.path.isfile(os.path.join(folder, n))
+                 and (n == entry or not n.endswith(mlx_spec.SPEC_SUFFIXES + (".py",)))]
+    files = []
+    for name in names:
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                files.append({"path": name, "content": f.read()})
+        except UnicodeDecodeError:
+            continue  # not a source
+    return {"language": "mlx", "sources": files, "entry_point": f"{entry}::{symbol}"}
 
 
 def _describe_kernel(spec, launches):
