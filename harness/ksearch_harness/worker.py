@@ -14,10 +14,12 @@ descriptor or stdin. What the harness gives it, over the socket:
          calls the entry and answers with the call's time on its own clock;
   ping   an empty call, answered at once: the round trip's cost, for the timing cross-check.
 
-The harness keeps everything else: it draws the inputs, copies them into the arena, and after
-each call stops the worker (SIGSTOP, confirmed by waitpid) before it copies the outputs, checks
-the inputs and runs the reference, so nothing of the candidate runs while the reference is timed
-or checked. Replies are untrusted: bounded, strict JSON, checked field by field; anything else
+The harness keeps everything else: it draws the inputs and copies them into the arena. After
+each answer the worker stops itself (SIGSTOP: every thread at once) and the harness waits for
+that stop (waitpid) before it reads the answer, copies the outputs, checks the inputs and runs
+the reference; it continues the worker (SIGCONT) only to send the next message. So a thread the
+candidate left running works untimed only for the few microseconds between the call's return and
+the stop, and never while the reference is timed or anything is checked. Replies are untrusted: bounded, strict JSON, checked field by field; anything else
 kills the worker and fails the workload. The worker's clock can be forged by the candidate, so
 the harness also reports its own round trip of every call (worker_outer_ns) and a calibration of
 empty round trips (worker_ping_ns); ksearch flags a candidate whose reported time falls far below
@@ -63,6 +65,8 @@ _SIGNALS = {
 }
 
 _spawned = None
+# The worker's exit code when its socket fails (the candidate closed or reused the descriptor).
+CHANNEL_LOST = 75
 
 
 def supported():
@@ -131,37 +135,6 @@ class Worker:
             self.close()
         raise CandidateError(self.status, self.dead)
 
-    def _ended(self, how):
-        """The worker closed its socket or sent nothing: report how it ended."""
-        where = self._where()
-        status = None
-        deadline = time.monotonic() + 0.2
-        while status is None and time.monotonic() < deadline:
-            try:
-                pid, raw = os.waitpid(self.pid, os.WNOHANG | os.WUNTRACED)
-            except ChildProcessError:
-                break
-            if pid:
-                if os.WIFSTOPPED(raw):
-                    os.kill(self.pid, signal.SIGCONT)
-                    continue
-                status = raw
-            else:
-                time.sleep(0.002)
-        if status is None:
-            self._kill()
-            return self._fail(f"the candidate's process {how}{where}; it was killed")
-        self.pid = None
-        if os.WIFSIGNALED(status):
-            sig = os.WTERMSIG(status)
-            name = _SIGNALS.get(sig) or _signal_name(sig)
-            kind = "timeout" if sig == signal.SIGXCPU else "runtime_error"
-            return self._fail(f"the candidate's process was killed by signal {sig} ({name})"
-                              f"{where}", kind)
-        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
-        return self._fail(f"the candidate's process exited with code {code}{where} (a kernel "
-                          f"returns; it does not end its process)")
-
     def _kill(self):
         if self.pid is None:
             return
@@ -188,34 +161,47 @@ class Worker:
             os.kill(self.pid, signal.SIGCONT)
             self._stopped = False
 
-    def _stop(self):
-        """Stop every thread of the worker and wait until they are stopped."""
-        if self.pid is None:
-            return
-        os.kill(self.pid, signal.SIGSTOP)
+    def _wait_stopped(self):
+        """Wait until the worker has stopped itself after answering (every thread of it)."""
         while True:
             try:
                 pid, raw = os.waitpid(self.pid, os.WUNTRACED)
             except InterruptedError:
                 continue
             except ChildProcessError:
-                return
-            if pid and os.WIFSTOPPED(raw):
-                self._stopped = True
-                return
-            if pid:
-                # It ended before it could be stopped (a thread of the candidate killed it).
                 self.pid = None
-                sig = os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else None
-                how = (f"was killed by signal {sig} ({_SIGNALS.get(sig) or _signal_name(sig)})"
-                       if sig else f"exited with code {os.WEXITSTATUS(raw)}")
-                self._fail(f"the candidate's process {how} after its call returned"
-                           f"{self._where()}")
+                return self._fail(f"the candidate's process disappeared{self._where()}")
+            if pid and os.WIFSTOPPED(raw):
+                if os.WSTOPSIG(raw) == signal.SIGSTOP:
+                    self._stopped = True
+                    return
+                # Stopped by another signal (SIGTSTP, SIGTTIN...): not the worker's own stop.
+                os.kill(self.pid, signal.SIGCONT)
+                continue
+            if pid:
+                return self._died(raw)
+
+    def _died(self, raw):
+        self.pid = None
+        where = self._where()
+        if os.WIFSIGNALED(raw):
+            sig = os.WTERMSIG(raw)
+            name = _SIGNALS.get(sig) or _signal_name(sig)
+            kind = "timeout" if sig == signal.SIGXCPU else "runtime_error"
+            return self._fail(f"the candidate's process was killed by signal {sig} ({name})"
+                              f"{where}", kind)
+        code = os.WEXITSTATUS(raw) if os.WIFEXITED(raw) else -1
+        if code == CHANNEL_LOST:
+            return self._fail(f"the candidate's process lost its channel to the harness{where} "
+                              f"(did the candidate close or misuse its file descriptors?)")
+        return self._fail(f"the candidate's process exited with code {code}{where} (a kernel "
+                          f"returns; it does not end its process)")
 
     # -- messages --
 
-    def _exchange(self, message, fds=(), stop_after=False):
-        """Send one message, wait for the answer; (reply dict, round-trip ns)."""
+    def _exchange(self, message, fds=()):
+        """Send one message and wait until the worker has answered and stopped itself;
+        (the answer, the round trip in ns from sending to the stop)."""
         if self.dead is not None:
             raise CandidateError(self.status, f"not run: {self.dead}")
         if self._unmap:
@@ -229,14 +215,15 @@ class Worker:
                 socket.send_fds(self._sock, [data], list(fds))
             else:
                 self._sock.send(data)
-            reply = self._sock.recv(_MAX_MESSAGE + 1)
         except OSError:
-            reply = b""
+            pass  # the worker is gone or closed its end: waitpid says how
+        self._wait_stopped()
         t1 = time.perf_counter_ns()
-        if stop_after and reply:
-            self._stop()
-        if not reply:
-            self._ended("closed its channel to the harness")
+        try:
+            # The answer was sent before the stop; a stop without one is a protocol violation.
+            reply = self._sock.recv(_MAX_MESSAGE + 1, socket.MSG_DONTWAIT)
+        except (BlockingIOError, OSError):
+            reply = b""
         try:
             if len(reply) > _MAX_MESSAGE:
                 raise ValueError("too long")
@@ -256,8 +243,7 @@ class Worker:
         (`missing_symbol`: the reason when the library lacks the entry)."""
         _not_dumpable()
         answer, _ = self._exchange({"op": "load", "seq": self._seq, "library": library,
-                                    "symbol": symbol, "kinds": kinds, "build_dir": build_dir},
-                                   stop_after=True)
+                                    "symbol": symbol, "kinds": kinds, "build_dir": build_dir})
         if isinstance(answer.get("sandbox"), dict):
             self.sandbox = answer["sandbox"]
         if answer.get("missing_symbol") is True:
@@ -291,8 +277,7 @@ class Worker:
 
     def call(self, args):
         """Run one call; (the worker's time of it, the harness's round trip), in ns."""
-        answer, outer = self._exchange({"op": "call", "seq": self._seq, "args": args},
-                                       stop_after=True)
+        answer, outer = self._exchange({"op": "call", "seq": self._seq, "args": args})
         ns = answer.get("ns")
         if answer.get("ok") is not True or not isinstance(ns, int) or not 0 <= ns <= outer:
             self._fail(f"the candidate's process broke the worker protocol (its answer to a "
@@ -302,7 +287,7 @@ class Worker:
 
     def ping(self):
         """The round trip of an empty call, in ns (the worker stays stopped after it)."""
-        _, outer = self._exchange({"op": "ping", "seq": self._seq}, stop_after=True)
+        _, outer = self._exchange({"op": "ping", "seq": self._seq})
         return outer
 
 
@@ -349,8 +334,12 @@ def _serve(sock, parent):
     arenas = {}  # id -> (address, size)
     entry = None
     clock = time.perf_counter_ns
+    pid = os.getpid()
     while True:
-        data, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 4)
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 4)
+        except OSError:
+            os._exit(CHANNEL_LOST)
         if not data:
             return
         message = json.loads(data)
@@ -367,6 +356,8 @@ def _serve(sock, parent):
             entry(*args)
             t1 = clock()
             answer = {"seq": seq, "ok": True, "ns": t1 - t0}
+            # From here to the stop (formatting and sending the answer, a few microseconds),
+            # threads the candidate left running still run: the only untimed window.
         elif op == "ping":
             answer = {"seq": seq, "ok": True}
         elif op == "map":
@@ -385,7 +376,13 @@ def _serve(sock, parent):
             answer["seq"] = seq
         else:
             answer = {"seq": seq, "ok": False, "error": f"unknown op {op!r}"}
-        sock.send(json.dumps(answer, separators=(",", ":")).encode())
+        try:
+            sock.send(json.dumps(answer, separators=(",", ":")).encode())
+        except OSError:
+            os._exit(CHANNEL_LOST)
+        # Stop every thread of this process at once: nothing of the candidate runs while the
+        # harness copies outputs, checks inputs or runs the reference, until it continues us.
+        os.kill(pid, signal.SIGSTOP)
 
 
 def _load(message):

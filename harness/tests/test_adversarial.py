@@ -202,6 +202,67 @@ class ProtocolForgery(unittest.TestCase):
         self.assertEqual(r.statuses, ["incorrect_numerical"] * 3)
 
 
+class CandidateStoppedWhileTheHarnessWorks(unittest.TestCase):
+    # A reference that looks at its own child processes (the worker) and raises if any thread
+    # of theirs is running: it runs in the vetting (worker idle: sleeping), in every trial and
+    # in every timing call.
+    REFERENCE = (
+        "import os\n"
+        "import numpy as np\n"
+        "def _running_children():\n"
+        "    me, found = os.getpid(), []\n"
+        "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+        "        try:\n"
+        "            stat = open(f'/proc/{pid}/stat').read()\n"
+        "            if int(stat[stat.rfind(')') + 2:].split()[1]) != me:\n"
+        "                continue\n"
+        "            for t in os.listdir(f'/proc/{pid}/task'):\n"
+        "                s = open(f'/proc/{pid}/task/{t}/stat').read()\n"
+        "                if s[s.rfind(')') + 2] == 'R':\n"
+        "                    found.append(t)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    return found\n"
+        "def run(x):\n"
+        "    running = _running_children()\n"
+        "    if running:\n"
+        "        raise ValueError(f'candidate threads running: {running}')\n"
+        "    e = np.exp(x - x.max(axis=-1, keepdims=True))\n"
+        "    return e / e.sum(axis=-1, keepdims=True)\n")
+    SPINNERS = softmax_source(
+        prelude="#include <pthread.h>\n"
+                "static void* spin(void* a) { for (volatile long i = 0;; i++) {} return a; }\n"
+                "static int started;",
+        before="if (!started++) for (int i = 0; i < 4; i++) "
+               "{ pthread_t t; pthread_create(&t, 0, spin, 0); }")
+
+    def test_threads_left_spinning_never_run_while_the_reference_runs(self):
+        definition = dict(support.SOFTMAX, reference=self.REFERENCE)
+        req = request(self.SPINNERS, definition=definition,
+                      timing={"warmup": 2, "iterations": 10, "min_iterations": 10,
+                              "max_seconds": 5.0})
+        r = run(req)
+        self.assertEqual(r.statuses, ["passed"] * 3, r.reasons)
+        self.assertEqual(len(r.of("workload")[2]["timing"]["candidate_ns"]), 10)
+
+    def test_the_same_check_sees_threads_that_are_not_stopped(self):
+        # Shows the reference's check works: in-process (no worker, no sandbox) a constructor
+        # forks a child that spins, unstopped, for 3 s (then SIGALRM ends it), holding none of
+        # the harness's descriptors; the reference sees its running thread.
+        source = ("#include <signal.h>\n#include <unistd.h>\n"
+                  "__attribute__((constructor)) static void child(void) {\n"
+                  "  if (fork() == 0) {\n"
+                  "    for (int fd = 0; fd < 1024; fd++) close(fd);\n"
+                  "    alarm(3);\n"
+                  "    for (volatile long i = 0;; i++) {}\n"
+                  "  }\n}\n"
+                  + softmax_source())
+        definition = dict(support.SOFTMAX, reference=self.REFERENCE)
+        r = run(request(source, definition=definition), env={"KSEARCH_IN_PROCESS": "1"})
+        self.assertEqual(r.statuses, ["runtime_error"] * 3)
+        self.assertIn("candidate threads running", r.reasons[0])
+
+
 class SandboxAbuse(unittest.TestCase):
     def test_fork_is_killed(self):
         r = run(attack("for (;;) fork();"))

@@ -1,0 +1,14 @@
+/* Abuse: writing outside the temp dir (the path is filled in by the test).
+ * Expected: runtime_error, killed by SIGSYS at the open; the file does not exist afterwards. */
+#include <stdint.h>
+#include <stdio.h>
+/* Hides calls from the static checks (regular expressions over the source), so that the
+ * defence underneath is what is tested: CALL(f, ...) leaves no "f(" in the text, J(a, b) pastes
+ * a name the checks match as a word. */
+#define CALL(f, ...) f(__VA_ARGS__)
+#define J(a, b) a##b
+void softmax(const float *x, float *y, int64_t M, int64_t N) {
+    (void)x; (void)y; (void)M; (void)N;
+    FILE *f = CALL(J(fo, pen), "@PATH@", "w");
+    if (f) { fputc('!', f); fclose(f); }
+}
