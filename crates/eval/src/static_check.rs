@@ -72,7 +72,7 @@ pub fn check_sources(language: &str, sources: &[SourceFile], config: &TaskConfig
         .filter_map(|f| Regex::new(&f.pattern).ok().map(|r| (r, f.reason.as_str())))
         .collect();
     for source in sources {
-        let code = strip_comments(language, &source.content);
+        let code = strip_comments(language, &source.path, &source.content);
         let builtin = builtin_rules()
             .iter()
             .filter(|r| r.languages.iter().any(|l| l == language))
@@ -93,9 +93,12 @@ pub fn check_sources(language: &str, sources: &[SourceFile], config: &TaskConfig
 }
 
 /// Replaces comments with spaces (keeping newlines, so line numbers stay right). String and
-/// character literals are kept, and a comment marker inside one is not a comment.
-fn strip_comments(language: &str, code: &str) -> String {
-    let hash_comments = matches!(language, "python" | "triton");
+/// character literals are kept, and a comment marker inside one is not a comment. An `mlx`
+/// candidate mixes files: its launch specs (TOML) and launchers (Python) take `#` comments, its
+/// kernel bodies (CUDA, Metal) C comments.
+fn strip_comments(language: &str, path: &str, code: &str) -> String {
+    let hash_comments = matches!(language, "python" | "triton")
+        || (language == "mlx" && (path.ends_with(".toml") || path.ends_with(".py")));
     let mut out = String::with_capacity(code.len());
     let mut chars = code.chars().peekable();
     let mut quote: Option<char> = None;
@@ -210,6 +213,30 @@ mod tests {
         assert_eq!(r.matched, "\\tsyscall");
         let r = check_sources("c", &src(ptx), &cfg).unwrap();
         assert!(r.reason.contains("inline assembly"), "{}", r.reason);
+    }
+
+    #[test]
+    fn mlx_launch_specs_and_launchers_have_hash_comments_and_bodies_c_comments() {
+        let mut cfg = TaskConfig::default();
+        cfg.checks.forbidden.push(ksearch_spec::ForbiddenPattern {
+            pattern: r"\bssm_step\b".into(),
+            reason: "delegates".into(),
+        });
+        let file = |path: &str, content: &str| {
+            vec![SourceFile {
+                path: path.into(),
+                content: content.into(),
+            }]
+        };
+        let spec = "# replaces ssm_step\ngrid = [1]\n[cuda]\nsource = '''\ny[0] = x[0]; // ssm_step\n'''\n";
+        let r = check_sources("mlx", &file("launch.toml", spec), &cfg).unwrap();
+        assert_eq!(r.line, 5, "the TOML comment is dropped, the body is kept: {r}");
+        let launcher = "# wraps ssm_step\ndef run(x):\n    return x\n";
+        assert_eq!(check_sources("mlx", &file("launcher.py", launcher), &cfg), None);
+        let body = "// like ssm_step\n#include <cuda_fp16.h>\ny[0] = x[0];\n";
+        assert_eq!(check_sources("mlx", &file("kernel.cu", body), &cfg), None);
+        let r = check_sources("mlx", &file("kernel.cu", "ssm_step(x);\n"), &cfg).unwrap();
+        assert_eq!((r.file.as_str(), r.line), ("kernel.cu", 1));
     }
 
     #[test]
