@@ -9,7 +9,8 @@ the body names them) and the outputs as `T*`, with the template arguments as `co
 MLX's device header (the CUDA half and bfloat16 headers, cuda::std, cooperative groups), and
 compiles it with nvcc. nvcc also knows host-side C++ that NVRTC lacks, so this finds type and
 syntax errors in a body, not every NVRTC refusal; the GPU run is the final word. Skipped without
-nvcc (pip install nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-cccl provides one).
+nvcc (pip install nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-cccl provides one), unless
+KSEARCH_REQUIRE_NVCC=1, as for crates/spec/tests/cuda_seeds_compile.rs.
 """
 
 import json
@@ -70,6 +71,8 @@ class SeedsCompile(unittest.TestCase):
     def test_the_cuda_bodies_of_the_mlx_seeds_compile(self):
         compiler = nvcc.find()
         if not compiler:
+            if os.environ.get("KSEARCH_REQUIRE_NVCC") == "1":
+                self.fail("nvcc not found and KSEARCH_REQUIRE_NVCC=1")
             self.skipTest("nvcc not found")
         cccl = os.path.join(os.path.dirname(os.path.dirname(compiler)), "include", "cccl")
         tasks = sorted(t for t in os.listdir(TASKS) if t.startswith("mlx_"))
