@@ -39,6 +39,28 @@ pub(crate) fn c_signature(task: &Task) -> String {
     format!("void {entry}({})", params.join(", "))
 }
 
+/// The candidate format of an MLX task (docs/mlx.md): a launch spec or a Python launcher.
+fn mlx_convention(task: &Task) -> String {
+    let def = &task.definition;
+    let entry = task.config.kernel.entry.as_deref().unwrap_or("kernel");
+    let inputs: Vec<&str> = def.inputs.keys().map(String::as_str).collect();
+    let outputs: Vec<&str> = def.outputs.keys().map(String::as_str).collect();
+    format!(
+        "An MLX kernel (docs/mlx.md): a TOML launch spec (entry `FILE.toml::{entry}`) holding the kernel body \
+         for the device's dialect, [cuda] for mx.fast.cuda_kernel on NVIDIA GPUs or [metal] for \
+         mx.fast.metal_kernel on Apple GPUs (source = a multi-line string, or source_file; optional header), \
+         with grid and threadgroup counted in threads (integers or expressions over the axes), [template] \
+         constants, and optionally [[outputs]] (extra names are scratch outputs) and init_value. MLX writes \
+         the signature: the inputs {} as const T* (a scalar input is a 0-d array: name[0] in CUDA, name in \
+         Metal), then the outputs {} as T*; sizes come from template constants. MLX rounds the CUDA grid up \
+         to whole blocks, so bounds-check. Write every output element (unwritten ones hold NaN) and never \
+         write the inputs. Or a Python launcher (entry `FILE.py::{entry}`) called with the inputs as MLX \
+         arrays, returning the outputs as MLX arrays; it may build several mx.fast kernels.",
+        inputs.join(", "),
+        outputs.join(", ")
+    )
+}
+
 pub(crate) fn task_brief(task: &Task, target: String) -> TaskBrief {
     let def = &task.definition;
     let mut text = String::new();
@@ -88,12 +110,16 @@ pub(crate) fn task_brief(task: &Task, target: String) -> TaskBrief {
         def.reference.trim_end()
     ));
     let signature = c_signature(task);
-    let convention = format!(
-        "{signature}\nInputs come first in definition order (arrays as pointers to contiguous row-major data, \
-         scalars by value), then the outputs, then every varying axis as int64_t. Write every output element; \
-         do not modify the inputs. Compiled as C11 with -O3 -march=native{}.",
-        if task.config.kernel.openmp { " -fopenmp" } else { "" }
-    );
+    let convention = if task.config.kernel.language == "mlx" {
+        mlx_convention(task)
+    } else {
+        format!(
+            "{signature}\nInputs come first in definition order (arrays as pointers to contiguous row-major data, \
+             scalars by value), then the outputs, then every varying axis as int64_t. Write every output element; \
+             do not modify the inputs. Compiled as C11 with -O3 -march=native{}.",
+            if task.config.kernel.openmp { " -fopenmp" } else { "" }
+        )
+    };
     let default_file = task
         .seed
         .as_ref()
@@ -128,6 +154,20 @@ fn axes_label(w: &ksearch_spec::Workload) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mlx_tasks_are_told_the_launch_spec_format() {
+        let task = Task::load_builtin("mlx_mamba_step").unwrap();
+        let brief = task_brief(&task, String::new());
+        assert!(brief
+            .convention
+            .contains("launch spec (entry `FILE.toml::mlx_mamba_step`)"));
+        assert!(brief
+            .convention
+            .contains("u, delta, A, B, C, D, z, delta_bias, state as const T*"));
+        assert!(!brief.convention.contains("C11"), "{}", brief.convention);
+        assert_eq!(brief.default_file, "seed.toml");
+    }
 
     #[test]
     fn signature_of_a_builtin_task() {
