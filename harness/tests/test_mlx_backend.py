@@ -184,9 +184,8 @@ class Kernels(unittest.TestCase):
     def test_a_body_that_does_not_compile_fails_with_the_compilers_message(self):
         result = run(self.kernel(breakage="this is not code;\n"), timeout=300)
         self.assertEqual(result.statuses, ["runtime_error"] * 3, result.stderr[-3000:])
-        reason = result.workloads[0]["reason"]
-        self.assertIn("failed to compile or launch", reason)
-        self.assertEqual(result.workloads[1]["reason"], reason)  # not compiled again
+        for workload in result.workloads:  # each workload's template values differ (ROWS)
+            self.assertIn("failed to compile or launch", workload["reason"])
 
 
 if __name__ == "__main__":
