@@ -71,7 +71,10 @@ fn tail(log: &str) -> String {
 fn eval_source(name: &str, source: &str, extra: &[&str], env: &[(&str, &str)]) -> Verdict {
     let (_dir, path) = write_temp(name, source);
     let task = fixture("tiny_softmax");
-    let marker_value = format!("{}-{name}-{}", std::process::id(), env.len());
+    // Unique per evaluation: tests run in parallel, some on the same candidate.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let marker_value = format!("{}-{name}-{n}", std::process::id());
     let mut envs: Vec<(&str, &str)> = vec![("KSEARCH_ADVERSARIAL_MARKER", &marker_value)];
     envs.extend_from_slice(env);
     let mut args = vec![
@@ -361,4 +364,74 @@ fn a_record_forged_through_proc_is_not_believed() {
 fn the_sandbox_is_recorded_in_the_provenance() {
     let (landlock, seccomp) = layers();
     eprintln!("sandbox: landlock ABI {landlock}, seccomp {seccomp}");
+}
+
+// ---- Python-module candidates (backends python and triton) -------------------------------------
+//
+// These run in the harness's own process on the GPU backends, so the static checks are their
+// first defence; `ksearch eval` refuses them before anything starts (no PyTorch needed).
+
+fn python_candidate(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/adversarial/python")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn python_hacks_are_rejected_before_anything_runs() {
+    let cases = [
+        (
+            "timer_patch.py",
+            "line 4: `import time` reads, sleeps on or patches the clock",
+        ),
+        (
+            "sync_patch.py",
+            "line 5: `torch.cuda.synchronize =` assigns to an attribute of a module",
+        ),
+        (
+            "side_stream.py",
+            "line 6: `torch.cuda.Stream` creates, switches or synchronises CUDA streams",
+        ),
+        (
+            "try_fallback.py",
+            "line 12: `try:` try/except can fall back to the framework's op or the reference",
+        ),
+        (
+            "harness_patch.py",
+            "line 7: `sys.modules` reaches into the interpreter or the harness",
+        ),
+        ("thread.py", "line 3: `threading` creates a thread or a process"),
+    ];
+    for (name, reason) in cases {
+        let v = eval_source(name, &python_candidate(name), &[], &[]);
+        v.expect("rejected", &format!("static check: {name} {reason}"));
+        assert!(v.json["compile"].is_null(), "{name}: nothing was compiled");
+    }
+}
+
+#[test]
+fn calling_the_frameworks_op_is_rejected_by_the_tasks_rule() {
+    let task = copy_fixture("tiny_softmax");
+    let toml = task.path().join("task.toml");
+    let mut text = std::fs::read_to_string(&toml).unwrap();
+    text.push_str(
+        "\n[checks]\nforbidden = [\n  { pattern = '\\b(torch|F)\\.(\\w+\\.)*softmax\\b', reason = \"the softmax must be computed by the kernel, not by PyTorch\" },\n]\n",
+    );
+    std::fs::write(&toml, text).unwrap();
+    let (_dir, path) = write_temp("framework_op.py", &python_candidate("framework_op.py"));
+    let r = ksearch(&[
+        "eval",
+        task.path().to_str().unwrap(),
+        path.to_str().unwrap(),
+        "--json",
+        "--seed",
+        "7",
+    ]);
+    let j = r.json();
+    assert_eq!(j["status"], "rejected", "{}", j["reason"]);
+    assert_eq!(
+        j["reason"],
+        "static check: framework_op.py line 8: `torch.softmax` the softmax must be computed by the kernel, not by PyTorch"
+    );
 }

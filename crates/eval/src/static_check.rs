@@ -239,6 +239,83 @@ mod tests {
         assert_eq!((r.file.as_str(), r.line), ("kernel.cu", 1));
     }
 
+    fn py(content: &str) -> Vec<SourceFile> {
+        vec![SourceFile {
+            path: "kernel.py".into(),
+            content: content.into(),
+        }]
+    }
+
+    /// The Python-level hacks of EVALUATION.md, each refused with its reason (the candidates of
+    /// tests/adversarial/python go through `ksearch eval` in crates/cli/tests/adversarial.rs).
+    #[test]
+    fn python_hacks_are_rejected_with_their_reason() {
+        let cfg = TaskConfig::default();
+        let cases = [
+            ("import time\n", "import time", "the clock"),
+            ("from time import perf_counter_ns as t\n", "from time import", "the clock"),
+            ("torch.cuda.synchronize = lambda: None\n", "torch.cuda.synchronize =", "monkey-patching"),
+            ("c = torch.cuda\nc.synchronize = f\n", ".synchronize =", "monkey-patching"),
+            ("setattr(x, 'y', 1)\n", "setattr(", "monkey-patching"),
+            ("s = torch.cuda.Stream()\n", "torch.cuda.Stream", "streams"),
+            ("from torch.cuda import Stream\n", "from torch.cuda import", "streams"),
+            ("import threading\n", "threading", "thread"),
+            ("def f(x):\n    try:\n        k(x)\n    except Exception:\n        ref(x)\n", "try:", "fall back"),
+            ("import gc\n", "gc", "reaches into"),
+            ("import sys\nm = sys.modules['ksearch_harness']\n", "sys.modules", "reaches into"),
+            ("exec(src)\n", "exec(", "built at run time"),
+            ("import ctypes\n", "ctypes", "native calls"),
+            ("x = open('/etc/passwd').read()\n", "open(", "files"),
+        ];
+        for (code, matched, reason) in cases {
+            let r = check_sources("triton", &py(code), &cfg).unwrap_or_else(|| panic!("accepted: {code}"));
+            assert_eq!(r.matched, matched, "{code}");
+            assert!(r.reason.contains(reason), "{code}: {}", r.reason);
+            assert!(check_sources("python", &py(code), &cfg).is_some(), "python: {code}");
+        }
+    }
+
+    #[test]
+    fn ordinary_triton_code_is_accepted() {
+        let code = "import torch\nimport triton\nimport triton.language as tl\n\n\
+            @triton.jit\ndef k(x_ptr, y_ptr, n, BLOCK: tl.constexpr = 64):\n\
+            \x20   i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n\
+            \x20   tl.store(y_ptr + i, tl.exp(tl.load(x_ptr + i, mask=i < n)), mask=i < n)\n\n\
+            def run(x, y):\n    \"\"\"Every element except none: exp.\"\"\"\n\
+            \x20   out = torch.empty_like(x, dtype=torch.float32)\n\
+            \x20   k[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), num_warps=4)\n";
+        assert_eq!(check_sources("triton", &py(code), &TaskConfig::default()), None);
+    }
+
+    /// The Python and Triton kernels shipped with the tasks (templates, expertise; not the
+    /// baselines, which are trusted) pass the Python rules.
+    #[test]
+    fn the_tasks_python_kernels_pass() {
+        let tasks = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks");
+        let mut checked = 0;
+        let mut stack = vec![tasks];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                let name = path.to_string_lossy().to_string();
+                if path.is_dir() {
+                    if !name.ends_with("baselines") {
+                        stack.push(path);
+                    }
+                } else if name.ends_with(".py") || name.ends_with(".py.j2") {
+                    let content = std::fs::read_to_string(&path).unwrap();
+                    let src = vec![SourceFile {
+                        path: name.clone(),
+                        content,
+                    }];
+                    assert_eq!(check_sources("triton", &src, &TaskConfig::default()), None, "{name}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 1, "no Python kernel found under tasks/");
+    }
+
     #[test]
     fn task_rules_apply() {
         let mut cfg = TaskConfig::default();
