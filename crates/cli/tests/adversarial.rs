@@ -332,6 +332,26 @@ fn another_runs_files_cannot_be_read() {
     eval_source("read_other_run.c", &source, &[], &[("KSEARCH_SANDBOX", "off")]).expect("passed", "");
 }
 
+#[test]
+fn including_a_file_of_the_machine_is_rejected_before_compiling() {
+    let other = tempfile::tempdir().unwrap();
+    let secret = other.path().join("secret.txt");
+    std::fs::write(&secret, "the contents of another run\n").unwrap();
+    let source = candidate("include_secret.c").replace("@PATH@", secret.to_str().unwrap());
+    let v = eval_source("include_secret.c", &source, &[], &[]);
+    v.expect("rejected", "includes a file outside the candidate's own sources");
+    assert!(!v.run.stdout.contains("the contents of another run"));
+    let via_macro = source.replace(
+        &format!("#include \"{}\"", secret.display()),
+        &format!("#define F \"{}\"\n#include F", secret.display()),
+    );
+    assert_ne!(via_macro, source);
+    eval_source("include_macro.c", &via_macro, &[], &[]).expect("rejected", "line 8: `#include F`");
+    // Relative names of the candidate's own files and system headers stay allowed.
+    let fine = candidate("include_secret.c").replace("#include \"@PATH@\"", "#include <math.h>");
+    eval_source("include_fine.c", &fine, &[], &[]).expect("incorrect_numerical", POISON);
+}
+
 // ---- forging the record ------------------------------------------------------------------------
 
 #[test]
