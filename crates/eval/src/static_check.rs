@@ -63,7 +63,8 @@ impl std::fmt::Display for Rejection {
     }
 }
 
-/// Returns the first rule a source breaks, checking built-in rules then the task's own.
+/// Returns the first rule a source breaks, checking the task's own rules (the most specific:
+/// which framework op this task forbids) then the built-in ones.
 pub fn check_sources(language: &str, sources: &[SourceFile], config: &TaskConfig) -> Option<Rejection> {
     let task_rules: Vec<(Regex, &str)> = config
         .checks
@@ -78,7 +79,7 @@ pub fn check_sources(language: &str, sources: &[SourceFile], config: &TaskConfig
             .filter(|r| r.languages.iter().any(|l| l == language))
             .map(|r| (&r.regex, r.reason.as_str()));
         let task = task_rules.iter().map(|(r, reason)| (r, *reason));
-        for (regex, reason) in builtin.chain(task) {
+        for (regex, reason) in task.chain(builtin) {
             if let Some(m) = regex.find(&code) {
                 return Some(Rejection {
                     file: source.path.clone(),
@@ -256,7 +257,9 @@ mod tests {
             ("from time import perf_counter_ns as t\n", "from time import", "the clock"),
             ("torch.cuda.synchronize = lambda: None\n", "torch.cuda.synchronize =", "monkey-patching"),
             ("c = torch.cuda\nc.synchronize = f\n", ".synchronize =", "monkey-patching"),
-            ("setattr(x, 'y', 1)\n", "setattr(", "monkey-patching"),
+            ("setattr(x, 'y', 1)\n", "setattr", "monkey-patching"),
+            ("f = functools.partial(setattr, torch.cuda)\n", "setattr", "monkey-patching"),
+            ("torch.cuda.__dict__['synchronize'] = f\n", ".__dict__", "reaches into"),
             ("s = torch.cuda.Stream()\n", "torch.cuda.Stream", "streams"),
             ("from torch.cuda import Stream\n", "from torch.cuda import", "streams"),
             ("import threading\n", "threading", "thread"),
@@ -285,6 +288,23 @@ mod tests {
             \x20   out = torch.empty_like(x, dtype=torch.float32)\n\
             \x20   k[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), num_warps=4)\n";
         assert_eq!(check_sources("triton", &py(code), &TaskConfig::default()), None);
+    }
+
+    #[test]
+    fn cuda_side_streams_graphs_and_callbacks_are_rejected() {
+        let cfg = TaskConfig::default();
+        for (code, matched) in [
+            ("cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);", "cudaStreamCreateWithFlags"),
+            ("k<<<1, 1, 0, cudaStreamPerThread>>>();", "cudaStreamPerThread"),
+            ("cudaLaunchHostFunc(0, f, 0);", "cudaLaunchHostFunc"),
+            ("cudaGraphLaunch(g, 0);", "cudaGraphLaunch"),
+        ] {
+            let r = check_sources("cuda", &src(code), &cfg).unwrap_or_else(|| panic!("accepted: {code}"));
+            assert_eq!(r.matched, matched);
+            assert!(r.reason.contains("default stream"), "{}", r.reason);
+        }
+        // The default stream itself (0, or no stream argument) is what kernels use.
+        assert_eq!(check_sources("cuda", &src("k<<<g, b, 0, 0>>>(x);"), &cfg), None);
     }
 
     /// The Python and Triton kernels shipped with the tasks (templates, expertise; not the

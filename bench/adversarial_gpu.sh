@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The GPU part of the adversarial suite (docs/threat-model.md): the hacks that need a device,
+# evaluated once on the H200 through the ksearch binary. The CPU part runs in CI
+# (crates/cli/tests/adversarial.rs, harness/tests/test_adversarial.py).
+#
+# Makes a GPU copy of tasks/softmax (a PyTorch reference on the device, three workloads, the
+# cuda language), then evaluates every candidate of tests/adversarial/cuda and
+# tests/adversarial/triton and compares its status (and the timing flag) with the one its file
+# expects. Prints the environment and a Markdown table for bench/results/adversarial-gpu.md;
+# raw JSON records are kept in the work folder ($KEEP, if set, else a temp dir). Exits 1 when
+# a case is not as expected.
+#
+# Usage: bench/adversarial_gpu.sh [KSEARCH_BINARY]
+#   default binary: .gpu-transfer/bin/ksearch, else target/release/ksearch.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BIN=${1:-.gpu-transfer/bin/ksearch}
+[ -x "$BIN" ] || BIN=target/release/ksearch
+WORK=${KEEP:-$(mktemp -d)}
+mkdir -p "$WORK"
+export KSEARCH_CACHE_DIR="$WORK/cache"
+
+echo "# command: bench/adversarial_gpu.sh $BIN"
+echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/# gpu: /'
+python3 -c 'import torch, triton, sys; print(f"# python {sys.version.split()[0]}, torch {torch.__version__} (CUDA {torch.version.cuda}), triton {triton.__version__}")'
+
+python3 - "$BIN" "$WORK" <<'PY'
+import json, os, re, shutil, subprocess, sys, time
+
+binary, work = os.path.abspath(sys.argv[1]), sys.argv[2]
+task = os.path.join(work, "softmax_gpu")
+shutil.rmtree(task, ignore_errors=True)
+shutil.copytree("tasks/softmax", task)
+with open(os.path.join(task, "definition.json")) as f:
+    definition = json.load(f)
+definition["name"] = "softmax_gpu"
+definition["tags"] = ["gpu"]
+definition["reference"] = ("import torch\n\n\ndef run(x):\n"
+                           "    return torch.softmax(x.double(), dim=1).float()\n")
+with open(os.path.join(task, "definition.json"), "w") as f:
+    json.dump(definition, f, indent=2)
+with open("tasks/softmax/workloads.jsonl") as f:
+    rows = [json.loads(line) for line in f if line.strip()]
+keep = {"softmax-64x1024", "softmax-256x4096", "softmax-16x32000"}
+with open(os.path.join(task, "workloads.jsonl"), "w") as f:
+    for row in rows:
+        if row["uuid"] in keep:
+            f.write(json.dumps(row) + "\n")
+toml = open(os.path.join(task, "task.toml")).read()
+toml = toml.replace('targets = ["cpu"]', 'targets = ["h200"]')
+toml = re.sub(r"\[kernel\].*", '[kernel]\nlanguage = "cuda"\nentry = "softmax"\n', toml, flags=re.S)
+toml = toml.replace("[evaluation]\n", "[evaluation]\nmax_timing_s = 0.5\n", 1)
+os.remove(os.path.join(task, "seed.c"))
+shutil.rmtree(os.path.join(task, "template"), ignore_errors=True)
+with open(os.path.join(task, "task.toml"), "w") as f:
+    f.write(toml)
+
+# (file, expected status, expected flag, reason fragment); the files say why.
+cases = [
+    ("cuda/honest.cu", "passed", False, ""),
+    ("cuda/side_stream.cu", "passed", True, ""),
+    ("cuda/host_thread.cu", "incorrect_numerical", False, "NaN poison"),
+    ("cuda/mutate_input.cu", "incorrect_numerical", False, "modified its input 'x'"),
+    ("cuda/partial_write.cu", "incorrect_numerical", False, "NaN poison"),
+    ("cuda/pointer_cache.cu", "incorrect_numerical", False, "are results cached"),
+    ("cuda/downcast.cu", "incorrect_numerical", False, "output 'y'"),
+    ("triton/side_stream.py", "passed", True, ""),
+    # A known limit while GPU candidates share the harness's process (docs/threat-model.md).
+    ("cuda/reference_fallback.cu", "passed", False, ""),
+    ("cuda/honest.cu", "passed", False, ""),  # the device recovered from everything above
+]
+
+rows, bad = [], []
+for i, (name, want, want_flag, fragment) in enumerate(cases):
+    src = os.path.join("tests/adversarial", name)
+    path = os.path.join(work, os.path.basename(name))
+    shutil.copy(src, path)
+    start = time.time()
+    proc = subprocess.run([binary, "eval", task, path, "--json", "--seed", "7"],
+                          capture_output=True, text=True, timeout=600)
+    wall = time.time() - start
+    try:
+        record = json.loads(proc.stdout)
+    except ValueError:
+        record = {"status": f"no JSON (exit {proc.returncode})", "reason": proc.stderr[-300:]}
+    with open(os.path.join(work, f"record-{i}.json"), "w") as f:
+        json.dump(record, f, indent=1)
+    timed = [w for w in record.get("workloads", []) if w.get("timing")]
+    flags = [w["timing"]["suspicious"] for w in timed if w["timing"].get("suspicious")]
+    status = record.get("status")
+    reason = (record.get("reason") or (flags[0] if flags else "") or "").replace("\n", " ")
+    ok = status == want and bool(flags) == want_flag and fragment in reason
+    if not ok:
+        bad.append(name)
+    big = timed[-1]["timing"] if timed else {}
+    med = lambda k: f"{big[k]['median_ns'] / 1e3:.1f}" if big.get(k) else "-"
+    rows.append((name, want + (", flagged" if want_flag else ""),
+                 status + (", flagged" if flags else ""), "yes" if ok else "NO",
+                 med("candidate"), med("candidate_host"), med("reference"), f"{wall:.1f}",
+                 reason[:180]))
+
+print()
+print("Times: medians on the largest timed workload, in microseconds: candidate (CUDA events), "
+      "candidate host clock (device-wide synchronise), reference.")
+print()
+head = ("candidate", "expected", "status", "as expected", "cand us", "cand host us", "ref us",
+        "wall s", "reason / flag")
+print("| " + " | ".join(head) + " |")
+print("|" + "---|" * len(head))
+for r in rows:
+    print("| " + " | ".join(str(c).replace("|", "/") for c in r) + " |")
+print()
+print("all as expected" if not bad else f"NOT as expected: {', '.join(bad)}")
+sys.exit(1 if bad else 0)
+PY
