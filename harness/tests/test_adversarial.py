@@ -19,8 +19,14 @@ import sys
 import tempfile
 import unittest
 
+from ksearch_harness import sandbox, worker
 from tests import support
 from tests.support import request, softmax_source
+
+LANDLOCK = sandbox.landlock_abi() > 0
+SECCOMP = sandbox.seccomp_supported()
+needs_landlock = unittest.skipUnless(LANDLOCK, "this kernel has no Landlock")
+needs_seccomp = unittest.skipUnless(SECCOMP, "no seccomp filter for this machine")
 
 KEY = bytes(range(32))
 
@@ -97,6 +103,7 @@ def attack(code, prelude=""):
                                   before=f"{{ {code} }} return;"))
 
 
+@unittest.skipUnless(worker.supported(), "the worker process needs Linux")
 class ProtocolForgery(unittest.TestCase):
     def test_honest_lines_all_verify(self):
         r = run(request())
@@ -139,6 +146,7 @@ class ProtocolForgery(unittest.TestCase):
                                        "correctness of workload 0, trial 0 (a kernel returns; "
                                        "it does not end its process)")
 
+    @needs_seccomp
     def test_killing_the_harness_is_stopped_by_the_sandbox(self):
         r = run(attack("kill(getppid(), SIGKILL);"))
         self.assertEqual(r.returncode, 0)
@@ -175,6 +183,7 @@ class ProtocolForgery(unittest.TestCase):
         fprintf(stderr, "reopened %d pipes\n", reached);
     """
 
+    @needs_landlock
     def test_reopening_the_harness_pipes_through_proc_is_refused_by_the_sandbox(self):
         r = run(attack(self.REOPEN))
         self.assertIn("reopened 0 pipes", r.stderr)
@@ -202,6 +211,7 @@ class ProtocolForgery(unittest.TestCase):
         self.assertEqual(r.statuses, ["incorrect_numerical"] * 3)
 
 
+@unittest.skipUnless(worker.supported(), "the worker process needs Linux")
 class CandidateStoppedWhileTheHarnessWorks(unittest.TestCase):
     # A reference that looks at its own child processes (the worker) and raises if any thread
     # of theirs is running: it runs in the vetting (worker idle: sleeping), in every trial and
@@ -263,7 +273,9 @@ class CandidateStoppedWhileTheHarnessWorks(unittest.TestCase):
         self.assertIn("candidate threads running", r.reasons[0])
 
 
+@unittest.skipUnless(worker.supported(), "the worker process needs Linux")
 class SandboxAbuse(unittest.TestCase):
+    @needs_seccomp
     def test_fork_is_killed(self):
         r = run(attack("for (;;) fork();"))
         self.assertEqual(r.statuses, ["runtime_error"] * 3)
@@ -280,11 +292,13 @@ class SandboxAbuse(unittest.TestCase):
         r = run(req)
         self.assertEqual(r.statuses, ["passed"] * 3, r.reasons)
 
+    @needs_seccomp
     def test_a_socket_is_killed(self):
         r = run(attack("socket(2, 1, 0);", prelude="#include <sys/socket.h>\n"))
         self.assertEqual(r.statuses, ["runtime_error"] * 3)
         self.assertIn("signal 31 (SIGSYS", r.reasons[0])
 
+    @needs_seccomp
     def test_writing_a_file_is_killed(self):
         for where in ("getenv(\"TMPDIR\")", "\"/tmp\""):
             with self.subTest(where=where):
@@ -295,6 +309,7 @@ class SandboxAbuse(unittest.TestCase):
                 self.assertIn("signal 31 (SIGSYS", r.reasons[0])
                 self.assertNotIn("opened", r.stderr)
 
+    @needs_landlock
     def test_reading_files_outside_the_build_folder_is_refused(self):
         with tempfile.TemporaryDirectory() as other:
             secret = os.path.join(other, "secret")
@@ -307,6 +322,7 @@ class SandboxAbuse(unittest.TestCase):
             r = run(attack(code), env={"KSEARCH_SANDBOX": "off"})
             self.assertIn("secret read", r.stderr)
 
+    @needs_landlock
     def test_the_interpreters_packages_are_out_of_reach(self):
         # NumPy's files (site-packages) cannot be opened, so the embedded interpreter cannot
         # import the framework for the candidate.

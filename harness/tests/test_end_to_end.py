@@ -7,6 +7,7 @@ import unittest
 
 import ksearch_harness
 
+from ksearch_harness import worker
 from tests import support
 from tests.support import request, run, softmax_source
 
@@ -174,6 +175,7 @@ class BrokenCandidates(unittest.TestCase):
         self.assertIn("loading the compiled candidate failed", r.workloads[0]["reason"])
         self.assertIn("undefined symbol: helper_not_defined", r.workloads[0]["reason"])
 
+    @unittest.skipUnless(worker.supported(), "the worker process needs Linux")
     def test_segfault_kills_the_candidates_process_and_fails_that_workload(self):
         # The candidate runs in the worker process (backend c on Linux): its death is reported
         # by the harness, which goes on to `done`; later workloads are not run.

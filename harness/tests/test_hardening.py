@@ -9,6 +9,7 @@ large to exist rejected as task errors.
 import copy
 import unittest
 
+from ksearch_harness import worker
 from tests import support
 from tests.support import matmul_request, request, run, softmax_source
 
@@ -231,6 +232,7 @@ class CandidateLoad(unittest.TestCase):
         void softmax(const float* x, float* y, int64_t M) {}
     """
 
+    @unittest.skipUnless(worker.supported(), "the worker process needs Linux")
     def test_crash_in_a_constructor_happens_during_stage_load(self):
         r = run(request(self.CTOR % "__builtin_trap();"))
         self.assertEqual(r.returncode, 0)
@@ -249,6 +251,7 @@ class CandidateLoad(unittest.TestCase):
                          {"event": "progress", "stage": "load", "workload": 0, "trial": None})
         self.assertEqual(r.of("done"), [])
 
+    @unittest.skipUnless(worker.supported(), "the worker process needs Linux")
     def test_exit_in_a_constructor_happens_during_stage_load(self):
         r = run(request(self.CTOR % "exit(3);"))
         self.assertEqual(r.returncode, 0)
@@ -284,6 +287,7 @@ class MemoryAfterTheCandidateRan(unittest.TestCase):
                 if (!malloc(size)) size /= 2;
         }"""
 
+    @unittest.skipUnless(worker.supported(), "the worker process needs Linux")
     def test_memory_hog_in_the_worker_is_the_candidates_runtime_error(self):
         # The candidate's process has its own address space (and limit): the hog starves only
         # it, and the next arena the harness shares with it cannot be mapped.
