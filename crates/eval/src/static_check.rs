@@ -254,18 +254,42 @@ mod tests {
         let cfg = TaskConfig::default();
         let cases = [
             ("import time\n", "import time", "the clock"),
-            ("from time import perf_counter_ns as t\n", "from time import", "the clock"),
-            ("torch.cuda.synchronize = lambda: None\n", "torch.cuda.synchronize =", "monkey-patching"),
-            ("c = torch.cuda\nc.synchronize = f\n", ".synchronize =", "monkey-patching"),
+            (
+                "from time import perf_counter_ns as t\n",
+                "from time import",
+                "the clock",
+            ),
+            (
+                "torch.cuda.synchronize = lambda: None\n",
+                "torch.cuda.synchronize =",
+                "monkey-patching",
+            ),
+            (
+                "c = torch.cuda\nc.synchronize = f\n",
+                ".synchronize =",
+                "monkey-patching",
+            ),
             ("setattr(x, 'y', 1)\n", "setattr", "monkey-patching"),
-            ("f = functools.partial(setattr, torch.cuda)\n", "setattr", "monkey-patching"),
+            (
+                "f = functools.partial(setattr, torch.cuda)\n",
+                "setattr",
+                "monkey-patching",
+            ),
             ("torch.cuda.__dict__['synchronize'] = f\n", ".__dict__", "reaches into"),
             ("s = torch.cuda.Stream()\n", "torch.cuda.Stream", "streams"),
             ("from torch.cuda import Stream\n", "from torch.cuda import", "streams"),
             ("import threading\n", "threading", "thread"),
-            ("def f(x):\n    try:\n        k(x)\n    except Exception:\n        ref(x)\n", "try:", "fall back"),
+            (
+                "def f(x):\n    try:\n        k(x)\n    except Exception:\n        ref(x)\n",
+                "try:",
+                "fall back",
+            ),
             ("import gc\n", "gc", "reaches into"),
-            ("import sys\nm = sys.modules['ksearch_harness']\n", "sys.modules", "reaches into"),
+            (
+                "import sys\nm = sys.modules['ksearch_harness']\n",
+                "sys.modules",
+                "reaches into",
+            ),
             ("exec(src)\n", "exec(", "built at run time"),
             ("import ctypes\n", "ctypes", "native calls"),
             ("x = open('/etc/passwd').read()\n", "open(", "files"),
@@ -294,7 +318,10 @@ mod tests {
     fn cuda_side_streams_graphs_and_callbacks_are_rejected() {
         let cfg = TaskConfig::default();
         for (code, matched) in [
-            ("cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);", "cudaStreamCreateWithFlags"),
+            (
+                "cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);",
+                "cudaStreamCreateWithFlags",
+            ),
             ("k<<<1, 1, 0, cudaStreamPerThread>>>();", "cudaStreamPerThread"),
             ("cudaLaunchHostFunc(0, f, 0);", "cudaLaunchHostFunc"),
             ("cudaGraphLaunch(g, 0);", "cudaGraphLaunch"),
