@@ -203,7 +203,9 @@ pub(crate) fn create_run(
     seed: Option<u64>,
 ) -> anyhow::Result<NewRun> {
     let run_dir = out.unwrap_or_else(|| default_run_dir(&task.definition.name));
-    let store = RunStore::create(&run_dir)?;
+    // Written under a temporary name until the `started` event is in: a kill before that leaves
+    // no half-made run for `resume` to trip on.
+    let store = RunStore::create_staged(&run_dir)?;
     let run_seed = seed.unwrap_or_else(crate::eval_cmd::fresh_seed);
     // The task argument is kept as given for built-ins, absolute for folders, so resume finds it.
     let recorded_task = match Path::new(task_arg).canonicalize() {
@@ -244,6 +246,7 @@ pub(crate) fn create_run(
     }
     let started = Event::Started { task: brief, config };
     store.append_event(started.kind(), &serde_json::to_value(&started)?)?;
+    let store = store.publish()?;
     Ok(NewRun {
         run_dir,
         store,

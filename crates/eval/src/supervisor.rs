@@ -113,9 +113,8 @@ pub fn run<S: AsRef<std::ffi::OsStr>>(
     }
     become_subreaper();
     let start = Instant::now();
-    let mut child = cmd.spawn()?;
+    let (mut child, _registered) = LiveChild::spawn(&mut cmd)?;
     let pgid = child.id() as libc::pid_t;
-    let _registered = LiveChild::register(pgid);
     let kill_group = || {
         // SAFETY: plain syscall; a negative pid addresses the process group we created.
         unsafe {
@@ -214,9 +213,14 @@ static LIVE: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new
 struct LiveChild(libc::pid_t);
 
 impl LiveChild {
-    fn register(pid: libc::pid_t) -> LiveChild {
-        LIVE.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
-        LiveChild(pid)
+    /// Spawns and registers under one lock: a sweep by another thread's evaluation can never see
+    /// the new harness before it is on the list (it would take it for a stray and kill it).
+    fn spawn(cmd: &mut Command) -> std::io::Result<(std::process::Child, LiveChild)> {
+        let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+        let child = cmd.spawn()?;
+        let pid = child.id() as libc::pid_t;
+        live.push(pid);
+        Ok((child, LiveChild(pid)))
     }
 }
 
@@ -232,7 +236,16 @@ fn sweep_orphans() {
     let me = std::process::id() as libc::pid_t;
     for _ in 0..50 {
         let live = LIVE.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let strays: Vec<libc::pid_t> = children_of(me).into_iter().filter(|p| !live.contains(p)).collect();
+        // Only children outside our own process group: escaped candidates are in their own
+        // group or session (or their harness's group), while processes this program starts for
+        // other purposes (a compiler check, nvidia-smi, another test's child) stay in ours.
+        // SAFETY: plain syscall.
+        let own_group = unsafe { libc::getpgrp() };
+        let strays: Vec<libc::pid_t> = children_of(me)
+            .into_iter()
+            .filter(|(p, group)| !live.contains(p) && *group != own_group)
+            .map(|(p, _)| p)
+            .collect();
         if strays.is_empty() {
             return;
         }
@@ -246,25 +259,22 @@ fn sweep_orphans() {
     }
 }
 
-fn children_of(parent: libc::pid_t) -> Vec<libc::pid_t> {
+/// Children of `parent` with their process group, from /proc.
+fn children_of(parent: libc::pid_t) -> Vec<(libc::pid_t, libc::pid_t)> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     entries
         .flatten()
         .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<libc::pid_t>().ok()))
-        .filter(|pid| {
-            // Field 4 of /proc/PID/stat is the parent; the name in field 2 may hold spaces, so
-            // count from the closing parenthesis.
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.to_string()))
-                .and_then(|rest| {
-                    rest.split_whitespace()
-                        .nth(1)
-                        .and_then(|p| p.parse::<libc::pid_t>().ok())
-                })
-                == Some(parent)
+        .filter_map(|pid| {
+            // After the name in parentheses (which may hold spaces): state, parent, group.
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let (_, rest) = stat.rsplit_once(')')?;
+            let mut fields = rest.split_whitespace().skip(1);
+            let ppid = fields.next()?.parse::<libc::pid_t>().ok()?;
+            let group = fields.next()?.parse::<libc::pid_t>().ok()?;
+            (ppid == parent).then_some((pid, group))
         })
         .collect()
 }
@@ -419,6 +429,21 @@ mod tests {
         assert_eq!(o.lines.len(), 2);
         assert!(o.lines[0].as_ref().unwrap_err().contains("longer than 100 bytes"));
         assert_eq!(o.lines[1], Ok("ok".to_string()));
+    }
+
+    #[test]
+    fn the_sweep_spares_children_started_for_other_purposes() {
+        // A process this program starts in its own group (a compiler check, nvidia-smi, another
+        // test's child) is not an escaped candidate, even while another evaluation sweeps.
+        become_subreaper();
+        let mut other = Command::new("sleep").arg("30").spawn().unwrap();
+        sweep_orphans();
+        assert!(
+            other.try_wait().unwrap().is_none(),
+            "the sweep killed a process it did not own"
+        );
+        other.kill().unwrap();
+        other.wait().unwrap();
     }
 
     #[test]

@@ -56,6 +56,64 @@ impl RunStore {
         Ok(store)
     }
 
+    /// Like [`RunStore::create`], but the database is written under a temporary name
+    /// (`run.sqlite.new`) until [`RunStore::publish`] gives it its real name. A process killed in
+    /// between leaves no `run.sqlite` behind, so the directory never holds a run that lacks its
+    /// first records (a run that `resume` could not continue). A leftover temporary file from
+    /// such a kill is replaced.
+    pub fn create_staged(dir: &Path) -> Result<RunStore, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::Io {
+            path: dir.to_path_buf(),
+            source: e,
+        })?;
+        let path = dir.join(DB_FILE);
+        if path.exists() {
+            return Err(StoreError::AlreadyExists { path });
+        }
+        let staged = dir.join(format!("{DB_FILE}.new"));
+        for stale in [
+            staged.clone(),
+            dir.join(format!("{DB_FILE}.new-wal")),
+            dir.join(format!("{DB_FILE}.new-shm")),
+        ] {
+            match std::fs::remove_file(&stale) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::Io { path: stale, source: e }),
+            }
+        }
+        let mut store = RunStore::connect(&staged)?;
+        migrations::migrate(&mut store.conn, &staged)?;
+        Ok(store)
+    }
+
+    /// Gives a store made by [`RunStore::create_staged`] its real name and reopens it: the
+    /// write-ahead log is folded into the database and closed first, so the rename moves
+    /// everything written so far in one step.
+    pub fn publish(self) -> Result<RunStore, StoreError> {
+        let staged = self.path.clone();
+        let dir = staged.parent().map(Path::to_path_buf).unwrap_or_default();
+        let path = dir.join(DB_FILE);
+        if staged == path {
+            return Ok(self);
+        }
+        // Back to a rollback journal: the WAL is checkpointed and removed, leaving one file.
+        self.conn
+            .pragma_update(None, "journal_mode", "DELETE")
+            .map_err(|e| StoreError::from_sqlite(&staged, e))?;
+        self.conn
+            .close()
+            .map_err(|(_, e)| StoreError::from_sqlite(&staged, e))?;
+        if path.exists() {
+            return Err(StoreError::AlreadyExists { path });
+        }
+        std::fs::rename(&staged, &path).map_err(|e| StoreError::Io {
+            path: path.clone(),
+            source: e,
+        })?;
+        RunStore::open(&dir)
+    }
+
     /// Opens an existing run directory, upgrading an older schema in place.
     pub fn open(dir: &Path) -> Result<RunStore, StoreError> {
         let path = dir.join(DB_FILE);
