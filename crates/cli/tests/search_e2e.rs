@@ -259,6 +259,60 @@ fn kill_9_at_several_points_then_resume_gives_the_uninterrupted_result() {
     assert!(best_is_fast(&cut) && best_is_fast(&whole));
 }
 
+/// Issue 8's fault test: kill -9 at 20 pseudo-random moments (a fixed seed, so a failure
+/// repeats), each followed by `resume` (which is itself killed by the next point), then one last
+/// resume: the tree and the best equal the uninterrupted run's.
+#[test]
+fn kill_9_at_20_random_points_then_resume_gives_the_uninterrupted_result() {
+    let setup = Setup::new();
+    let whole = setup.work.path().join("whole");
+    let r = setup.run(&whole, &["--llm", "local"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let expected = setup.show(&whole);
+
+    let cut = setup.work.path().join("cut");
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut kills = 0;
+    let mut points = Vec::new();
+    for _ in 0..20 {
+        // xorshift64: delays from 20 to 419 ms, across start-up, planning, evaluation and writes
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let delay_ms = 20 + state % 400;
+        points.push(delay_ms);
+        let args = if cut.join("run.sqlite").exists() {
+            vec!["resume".to_string(), cut.display().to_string(), "--json".to_string()]
+        } else {
+            setup.run_args(&cut, &["--llm", "local"])
+        };
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ksearch"))
+            .args(&args)
+            .current_dir(setup.work.path())
+            .env("XDG_CONFIG_HOME", setup.work.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap(); // SIGKILL: no chance to clean up
+            kills += 1;
+        }
+        child.wait().unwrap();
+    }
+    let r = setup.ksearch(&["resume", cut.to_str().unwrap(), "--json"]);
+    assert_eq!(r.code, 0, "kill points {points:?}\n{}\n{}", r.stdout, r.stderr);
+    assert!(
+        kills >= 15,
+        "only {kills} of 20 points found the run still going ({points:?})"
+    );
+    let got = setup.show(&cut);
+    assert!(got["state"].as_str().unwrap().starts_with("finished"), "{got}");
+    assert_eq!(tree_shape(&got), tree_shape(&expected), "kill points {points:?}");
+    assert!(best_is_fast(&cut) && best_is_fast(&whole));
+}
+
 #[test]
 fn agent_mode_round_trip_through_the_cli() {
     let setup = Setup::new();
