@@ -55,3 +55,10 @@ fn an_unknown_baseline_names_the_declared_ones() {
         r.stderr
     );
 }
+
+#[test]
+fn sanitize_is_refused_where_there_is_no_cuda_kernel_to_check() {
+    let r = ksearch(&["eval", "softmax", "--sanitize"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("backend c on cpu has none"), "{}", r.stderr);
+}

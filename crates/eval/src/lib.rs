@@ -42,7 +42,7 @@ pub enum EvalError {
     /// ksearch could not set up the evaluation (Python, the harness, a temp dir).
     #[error("{0}")]
     Setup(String),
-    #[error("no evaluation backend runs '{language}' solutions yet (available: c, cuda, triton, python)")]
+    #[error("no evaluation backend runs '{language}' solutions yet (available: c, cuda, triton, python, mlx)")]
     UnsupportedLanguage { language: String },
     #[error("backend {backend} cannot run on device '{device}' (expected {expected})")]
     UnsupportedDevice {
@@ -145,9 +145,11 @@ pub fn evaluate(
     }
     let sanitizer = match opts.sanitize {
         false => None,
-        true if !backend.on_gpu() => {
+        // MLX compiles its kernels itself (NVRTC) inside its own runtime, out of the sanitizer's
+        // reach from here.
+        true if !backend.on_gpu() || backend.name == "mlx" => {
             return Err(EvalError::Setup(format!(
-                "sanitize: compute-sanitizer checks CUDA kernels; backend {} on {} has none",
+                "sanitize: compute-sanitizer checks CUDA kernels launched by the cuda, triton and python backends; backend {} on {} has none",
                 backend.name, backend.device
             )))
         }
