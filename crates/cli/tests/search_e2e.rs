@@ -173,10 +173,6 @@ fn best_is_fast(run_dir: &std::path::Path) -> bool {
     let fast = best.contains("variant FAST");
     if !fast {
         eprintln!("{}: best/kernel.c is not the FAST variant:\n{best}", run_dir.display());
-        let keep = std::path::PathBuf::from(format!("/tmp/failed-run-{}", std::process::id()));
-        let _ = std::process::Command::new("cp")
-            .args(["-r", &run_dir.display().to_string(), &keep.display().to_string()])
-            .status();
         if let Ok(out) = std::process::Command::new(env!("CARGO_BIN_EXE_ksearch"))
             .args(["show", &run_dir.display().to_string()])
             .output()
