@@ -9,6 +9,11 @@
 //! description = "Mamba's chunked CUDA scan: state in registers, exp2, block scan of (a, b)"
 //!
 //! [[expertise]]
+//! task = "mamba_scan"                             # a file of another built-in task
+//! file = "seed.cu"
+//! description = "the naive CUDA scan of the matching CUDA task"
+//!
+//! [[expertise]]
 //! from_run = "../../runs/mamba_scan-20261201-101500"   # its best/ kernel
 //! description = "the best kernel ksearch found for the CUDA task on the H200"
 //! ```
@@ -23,9 +28,13 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExpertiseConfig {
-    /// A source file, relative to the task folder.
+    /// A source file, relative to the task folder (or to the built-in task named by `task`).
     #[serde(default)]
     pub file: Option<String>,
+    /// With `file`: the built-in task whose folder holds it, so tasks share a kernel (an MLX task
+    /// citing its CUDA counterpart) without copying it.
+    #[serde(default)]
+    pub task: Option<String>,
     /// A ksearch run directory (relative to the task folder, or absolute); the files of its
     /// best kernel, which a finished run writes under `best/`, are the expertise.
     #[serde(default)]
@@ -76,6 +85,12 @@ pub(crate) fn validate(list: &[ExpertiseConfig], p: &mut Problems) {
                 );
             }
         }
+        if e.task.is_some() && e.file.is_none() {
+            p.push(
+                field("task"),
+                "names the built-in task that holds `file`; give `file` too",
+            );
+        }
         if let Some(run) = &e.from_run {
             if run.trim().is_empty() {
                 p.push(field("from_run"), "is empty");
@@ -114,18 +129,36 @@ pub(crate) fn load(
     for (i, e) in list.iter().enumerate() {
         let (origin, sources, field) = match (&e.file, &e.from_run) {
             (Some(file), None) => {
-                let content = read(file)?.ok_or_else(|| {
+                let content = match &e.task {
+                    None => read(file)?,
+                    Some(task) => crate::task::builtin_file(task, file),
+                };
+                let content = content.ok_or_else(|| {
+                    let place = match &e.task {
+                        None => "the task folder".to_string(),
+                        Some(task) if crate::task::builtin_names().contains(task) => {
+                            format!("the built-in task '{task}'")
+                        }
+                        Some(task) => format!(
+                            "a built-in task: there is no built-in task '{task}' (known: {})",
+                            crate::task::builtin_names().join(", ")
+                        ),
+                    };
                     SpecError::one(
                         toml,
                         format!("expertise[{i}].file"),
-                        format!("'{file}' does not exist in the task folder"),
+                        format!("'{file}' does not exist in {place}"),
                     )
                 })?;
                 let path = Path::new(file)
                     .file_name()
                     .map(|n| n.to_string_lossy().to_string())
                     .unwrap_or_else(|| file.clone());
-                (file.clone(), vec![SourceFile { path, content }], "file")
+                let origin = match &e.task {
+                    Some(task) => format!("tasks/{task}/{file}"),
+                    None => file.clone(),
+                };
+                (origin, vec![SourceFile { path, content }], "file")
             }
             (None, Some(run)) => {
                 let dir = match task_dir {

@@ -76,12 +76,7 @@ impl Task {
     }
 
     pub fn load_builtin(name: &str) -> Result<Task, SpecError> {
-        let read = |file: &str| -> Result<Option<String>, SpecError> {
-            Ok(BUILTIN_TASKS
-                .get_file(format!("{name}/{file}"))
-                .and_then(|f| f.contents_utf8())
-                .map(str::to_string))
-        };
+        let read = |file: &str| -> Result<Option<String>, SpecError> { Ok(builtin_file(name, file)) };
         let exists = |rel: &str| BUILTIN_TASKS.get_file(format!("{name}/{rel}")).is_some();
         Task::assemble(TaskOrigin::Builtin(name.to_string()), &read, &exists)
     }
@@ -245,6 +240,14 @@ fn display_path(origin: &TaskOrigin, name: &str) -> String {
         TaskOrigin::Folder(dir) => dir.join(name).display().to_string(),
         TaskOrigin::Builtin(task) => format!("tasks/{task}/{name} (built-in)"),
     }
+}
+
+/// A file of the built-in task `task` (`rel` relative to its folder), if both exist.
+pub(crate) fn builtin_file(task: &str, rel: &str) -> Option<String> {
+    BUILTIN_TASKS
+        .get_file(format!("{task}/{rel}"))
+        .and_then(|f| f.contents_utf8())
+        .map(str::to_string)
 }
 
 /// Names of the tasks compiled into the binary, sorted.

@@ -81,6 +81,22 @@ description = "  the CUDA kernel this task ports: one thread per element  "
 }
 
 #[test]
+fn a_file_of_another_built_in_task_is_shared_not_copied() {
+    let dir = task_folder(
+        "[[expertise]]\ntask = \"mamba_scan\"\nfile = \"seed.cu\"\ndescription = \"the CUDA seed\"\n",
+        &[],
+    );
+    let task = Task::load_folder(dir.path()).unwrap();
+    let e = &task.expertise[0];
+    assert_eq!(
+        (e.origin.as_str(), e.language.as_str()),
+        ("tasks/mamba_scan/seed.cu", "cuda")
+    );
+    let seed = Task::load_builtin("mamba_scan").unwrap().seed.unwrap();
+    assert_eq!(e.sources[0].content, seed.content);
+}
+
+#[test]
 fn the_best_kernel_of_a_run_is_loaded() {
     let runs = tempfile::tempdir().unwrap();
     let run = runs.path().join("vadd-20261201-101500");
@@ -117,6 +133,21 @@ fn mistakes_are_named_by_file_and_field() {
             "[[expertise]]\nfile = \"expertise/missing.cu\"\ndescription = \"x\"\n",
             &[],
             "expertise[0].file: 'expertise/missing.cu' does not exist in the task folder",
+        ),
+        (
+            "[[expertise]]\ntask = \"mamba_scan\"\nfile = \"nope.cu\"\ndescription = \"x\"\n",
+            &[],
+            "expertise[0].file: 'nope.cu' does not exist in the built-in task 'mamba_scan'",
+        ),
+        (
+            "[[expertise]]\ntask = \"no_such_task\"\nfile = \"seed.cu\"\ndescription = \"x\"\n",
+            &[],
+            "expertise[0].file: 'seed.cu' does not exist in a built-in task: there is no built-in task 'no_such_task'",
+        ),
+        (
+            "[[expertise]]\ntask = \"mamba_scan\"\nfrom_run = \"runs/r\"\ndescription = \"x\"\n",
+            &[],
+            "expertise[0].task: names the built-in task that holds `file`; give `file` too",
         ),
         (
             "[[expertise]]\nfile = \"../outside.cu\"\ndescription = \"x\"\n",
