@@ -262,6 +262,9 @@ pub(crate) fn run(args: &DashboardArgs) -> anyhow::Result<u8> {
         .route("/api/state", get(state))
         .route("/api/run/{i}", get(run_json))
         .route("/run/{i}", get(run_page))
+        // The pages declare an empty icon; this answers browsers that ask anyway, so their
+        // consoles stay free of 404s.
+        .route("/favicon.ico", get(|| async { axum::http::StatusCode::NO_CONTENT }))
         .with_state(dashboard);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
