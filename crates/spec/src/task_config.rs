@@ -1,5 +1,14 @@
 //! `task.toml`: what ksearch adds beside a FlashInfer-Bench definition (tolerances, trials,
 //! input distributions, static checks, roofline formulas, the kernel convention).
+//!
+//! Submodules: `distribution` (per-input distributions and their bounds), `kernel` (the kernel
+//! convention and the native baselines).
+
+mod distribution;
+mod kernel;
+
+pub use distribution::{Bound, Distribution};
+pub use kernel::{BaselineConfig, Calling, KernelConfig, ModuleInit, LANGUAGES};
 
 use crate::definition::Definition;
 use crate::dtype::{DType, Tolerance};
@@ -69,196 +78,9 @@ pub const MAX_TIMEOUT_S: f64 = 86_400.0;
 /// Trial-level distributions for float inputs, cycled over the trials.
 pub const DISTRIBUTIONS: [&str; 3] = ["normal", "uniform", "heavy_tailed"];
 
-/// A fixed distribution for one input.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "distribution", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Distribution {
-    Normal {
-        #[serde(default)]
-        mean: f64,
-        #[serde(default = "one")]
-        std: f64,
-    },
-    Uniform {
-        low: f64,
-        high: f64,
-    },
-    HeavyTailed {
-        #[serde(default = "three")]
-        df: f64,
-        #[serde(default = "one")]
-        scale: f64,
-    },
-    Randint {
-        low: Bound,
-        high: Bound,
-    },
-    /// Segment offsets (CSR row pointers such as FlashInfer's `kv_indptr`): a 1-D array that
-    /// starts at 0, never decreases and ends at `total`; the segment lengths are random and
-    /// may be 0.
-    Offsets {
-        total: Bound,
-    },
-    /// Distinct integers in `[low, high)` in random order (page or row indices such as
-    /// `kv_indices`); the input must not have more elements than the range holds.
-    Unique {
-        #[serde(default = "zero_bound")]
-        low: Bound,
-        high: Bound,
-    },
-}
-
-impl Distribution {
-    /// The name used in task.toml and in the harness request.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Distribution::Normal { .. } => "normal",
-            Distribution::Uniform { .. } => "uniform",
-            Distribution::HeavyTailed { .. } => "heavy_tailed",
-            Distribution::Randint { .. } => "randint",
-            Distribution::Offsets { .. } => "offsets",
-            Distribution::Unique { .. } => "unique",
-        }
-    }
-
-    /// Checks this distribution for input `name` of the definition; `field` locates it in
-    /// messages (`inputs.x`, `line 3: inputs.x`).
-    pub(crate) fn check(&self, name: &str, def: &Definition, field: &str, push: &mut dyn FnMut(String, String)) {
-        let Some(spec) = def.inputs.get(name) else {
-            push(field.to_string(), format!("the definition has no input '{name}'"));
-            return;
-        };
-        let need_integer = |what: &str, push: &mut dyn FnMut(String, String)| {
-            if !spec.dtype.is_integer() {
-                push(
-                    field.to_string(),
-                    format!("{what} needs an integer input, '{name}' is {}", spec.dtype),
-                );
-            }
-        };
-        let bounds = |bounds: &[&Bound], push: &mut dyn FnMut(String, String)| {
-            for bound in bounds {
-                if let Err(msg) = bound.check(def) {
-                    push(field.to_string(), msg);
-                }
-            }
-        };
-        match self {
-            Distribution::Normal { std, .. } if !positive(*std) => push(field.into(), "std must be positive".into()),
-            Distribution::Uniform { low, high } if !(positive(high - low)) => {
-                push(field.into(), format!("needs low < high, got {low} and {high}"))
-            }
-            Distribution::HeavyTailed { df, scale } if !(positive(*df) && positive(*scale)) => {
-                push(field.into(), "df and scale must be positive".into())
-            }
-            Distribution::Randint { low, high } | Distribution::Unique { low, high } => {
-                need_integer(self.name(), push);
-                bounds(&[low, high], push);
-                if let (Bound::Value(l), Bound::Value(h)) = (low, high) {
-                    if l >= h {
-                        push(field.into(), format!("needs low < high, got {l} and {h}"));
-                    }
-                }
-            }
-            Distribution::Offsets { total } => {
-                need_integer("offsets", push);
-                if spec.dims().len() != 1 {
-                    push(
-                        field.into(),
-                        format!(
-                            "offsets needs a 1-D input, '{name}' has {} dimensions",
-                            spec.dims().len()
-                        ),
-                    );
-                }
-                bounds(&[total], push);
-                if let Bound::Value(t) = total {
-                    if *t < 0 {
-                        push(field.into(), format!("total must not be negative, got {t}"));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
-/// An integer bound: a number, the name of an axis, or an integer expression over the axes
-/// (`+ - * / %` and parentheses, e.g. `"num_pages * page_size"`; `/` must divide exactly).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum Bound {
-    Value(i64),
-    Axis(String),
-}
-
-impl Bound {
-    pub(crate) fn check(&self, def: &Definition) -> Result<(), String> {
-        let Bound::Axis(text) = self else { return Ok(()) };
-        if crate::definition::is_c_identifier(text) {
-            return if def.axes.contains_key(text) {
-                Ok(())
-            } else {
-                Err(format!("bound names undeclared axis '{text}'"))
-            };
-        }
-        let tree =
-            evalexpr::build_operator_tree(text).map_err(|e| format!("bound '{text}' is not an expression: {e}"))?;
-        if let Some(f) = tree.iter_function_identifiers().next() {
-            return Err(format!(
-                "bound '{text}' calls '{f}'; bounds allow numbers, axis names, + - * / % and parentheses"
-            ));
-        }
-        for axis in tree.iter_variable_identifiers() {
-            if !def.axes.contains_key(axis) {
-                return Err(format!("bound '{text}' uses undeclared axis '{axis}'"));
-            }
-        }
-        Ok(())
-    }
-
-    /// Its value for one workload's axes (`None` when an expression does not evaluate to an
-    /// integer there).
-    pub fn value(&self, axes: &IndexMap<String, i64>) -> Option<i64> {
-        match self {
-            Bound::Value(v) => Some(*v),
-            Bound::Axis(text) => {
-                if let Some(v) = axes.get(text) {
-                    return Some(*v);
-                }
-                let mut ctx = evalexpr::HashMapContext::new();
-                for (name, value) in axes {
-                    evalexpr::ContextWithMutableVariables::set_value(
-                        &mut ctx,
-                        name.clone(),
-                        evalexpr::Value::Int(*value),
-                    )
-                    .ok()?;
-                }
-                match evalexpr::eval_with_context(text, &ctx).ok()? {
-                    evalexpr::Value::Int(v) => Some(v),
-                    evalexpr::Value::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Some(f as i64),
-                    _ => None,
-                }
-            }
-        }
-    }
-}
-
-fn zero_bound() -> Bound {
-    Bound::Value(0)
-}
-
 /// True for numbers above zero; false for NaN.
 fn positive(x: f64) -> bool {
     x > 0.0
-}
-
-fn one() -> f64 {
-    1.0
-}
-fn three() -> f64 {
-    3.0
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -284,97 +106,6 @@ pub struct RooflineConfig {
     /// Floating-point operations, as an expression over the axes.
     pub flops: Option<String>,
 }
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct KernelConfig {
-    pub language: String,
-    /// The symbol a bare source file must define.
-    pub entry: Option<String>,
-    pub openmp: bool,
-    /// The naive starting kernel, relative to the task folder.
-    pub seed: Option<String>,
-    /// A kernel template for the knob tuner (docs/templates.md), relative to the task folder.
-    pub template: Option<String>,
-    /// Its knob file.
-    pub knobs: Option<String>,
-    /// How the harness calls a Python-module candidate (backends `triton` and `python`).
-    pub calling: Calling,
-    /// Construction of a class entry point (KernelBench's `ModelNew`): its arguments and the
-    /// torch seed set just before, so candidate and reference get the same parameters.
-    pub init: Option<ModuleInit>,
-}
-
-/// How a Python-module entry point is called (docs/protocol.md). The `c` and `cuda` backends
-/// always use destination-passing style.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Calling {
-    /// `entry(*inputs, *outputs, *var_axes)`, writing the outputs in place.
-    #[default]
-    Dps,
-    /// `entry(*inputs)` returning the output, or a tuple of outputs in definition order.
-    Returns,
-    /// `entry(tuple_of_inputs)` returning as `Returns` does (GPU MODE's `custom_kernel(data)`).
-    Tuple,
-}
-
-impl Calling {
-    pub fn name(self) -> &'static str {
-        match self {
-            Calling::Dps => "dps",
-            Calling::Returns => "returns",
-            Calling::Tuple => "tuple",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModuleInit {
-    #[serde(default)]
-    pub args: Vec<serde_json::Value>,
-    #[serde(default)]
-    pub seed: u64,
-}
-
-/// One `[[baselines]]` entry of task.toml.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BaselineConfig {
-    /// How reports and `ksearch eval --baseline NAME` refer to it.
-    pub name: String,
-    /// Its source, relative to the task folder.
-    pub file: String,
-    /// The symbol (function or class) to call.
-    pub entry: String,
-    /// Defaults to the language the file's extension implies.
-    #[serde(default)]
-    pub language: Option<String>,
-    /// Defaults to the task's `[kernel].calling`.
-    #[serde(default)]
-    pub calling: Option<Calling>,
-    #[serde(default)]
-    pub description: Option<String>,
-}
-
-impl Default for KernelConfig {
-    fn default() -> Self {
-        KernelConfig {
-            language: "c".into(),
-            entry: None,
-            openmp: false,
-            seed: None,
-            template: None,
-            knobs: None,
-            calling: Calling::Dps,
-            init: None,
-        }
-    }
-}
-
-/// Languages a solution may be written in; backends for some arrive later.
-pub const LANGUAGES: [&str; 5] = ["c", "cuda", "triton", "python", "mlx"];
 
 impl TaskConfig {
     /// Parses and validates `task.toml` against the definition it sits beside.
@@ -478,61 +209,8 @@ impl TaskConfig {
                 }
             }
         }
-        if !LANGUAGES.contains(&self.kernel.language.as_str()) {
-            p.push(
-                "kernel.language",
-                format!(
-                    "unknown language '{}'; expected one of {}",
-                    self.kernel.language,
-                    LANGUAGES.join(", ")
-                ),
-            );
-        }
-        if let Some(entry) = &self.kernel.entry {
-            if !crate::definition::is_c_identifier(entry) {
-                p.push("kernel.entry", format!("'{entry}' is not a valid symbol name"));
-            }
-        }
-        if self.kernel.calling != Calling::Dps && !matches!(self.kernel.language.as_str(), "python" | "triton") {
-            p.push(
-                "kernel.calling",
-                format!(
-                    "'{}' applies to Python-module candidates (language python or triton); \
-                     the {} backend always uses destination-passing style",
-                    self.kernel.calling.name(),
-                    self.kernel.language
-                ),
-            );
-        }
-        for (i, b) in self.baselines.iter().enumerate() {
-            let field = |f: &str| format!("baselines[{i}].{f}");
-            if !crate::definition::is_c_identifier(&b.name) {
-                p.push(field("name"), format!("'{}' must be an identifier", b.name));
-            }
-            if self.baselines[..i].iter().any(|o| o.name == b.name) {
-                p.push(field("name"), format!("'{}' appears twice", b.name));
-            }
-            if !crate::definition::is_c_identifier(&b.entry) {
-                p.push(field("entry"), format!("'{}' is not a valid symbol name", b.entry));
-            }
-            if let Err(why) = crate::solution::check_source_path(&b.file) {
-                p.push(field("file"), format!("'{}' {why}", b.file));
-            }
-            match (&b.language, crate::solution::language_of(&b.file)) {
-                (Some(l), _) if !LANGUAGES.contains(&l.as_str()) => p.push(
-                    field("language"),
-                    format!("unknown language '{l}'; expected one of {}", LANGUAGES.join(", ")),
-                ),
-                (None, None) => p.push(
-                    field("language"),
-                    format!(
-                        "is not set and '{}' has no extension that names one (.c, .cu, .py)",
-                        b.file
-                    ),
-                ),
-                _ => {}
-            }
-        }
+        self.kernel.check(&mut p);
+        kernel::check_baselines(&self.baselines, &mut p);
         crate::expertise::validate(&self.expertise, &mut p);
         p.into_result()
     }
@@ -558,7 +236,8 @@ pub fn eval_formula(expr: &str, axes: &IndexMap<String, i64>) -> Result<f64, Str
 mod tests {
     use super::*;
 
-    fn def() -> Definition {
+    /// A definition with float and integer inputs, shared by the submodules' tests.
+    pub(super) fn def() -> Definition {
         Definition::parse(
             "d.json",
             r#"{"name": "t", "op_type": "x", "axes": {"M": {"type": "var"}, "N": {"type": "var"}},
@@ -584,20 +263,6 @@ mod tests {
     }
 
     #[test]
-    fn input_overrides_are_checked() {
-        let text = "[inputs.x]\ndistribution = \"randint\"\nlow = 0\nhigh = \"K\"\n[inputs.idx]\ndistribution = \"randint\"\nlow = 0\nhigh = \"M\"\n";
-        let e = TaskConfig::parse("task.toml", text, &def()).unwrap_err();
-        let msgs: Vec<String> = e.problems().iter().map(|p| p.to_string()).collect();
-        assert_eq!(
-            msgs,
-            [
-                "task.toml: inputs.x: randint needs an integer input, 'x' is float32",
-                "task.toml: inputs.x: bound names undeclared axis 'K'",
-            ]
-        );
-    }
-
-    #[test]
     fn unknown_key_is_named() {
         let e = TaskConfig::parse("task.toml", "[evaluation]\ntrails = 3\n", &def())
             .unwrap_err()
@@ -619,33 +284,6 @@ mod tests {
         assert!(
             e.starts_with("task.toml: roofline.bytes: cannot evaluate 'M * Q'"),
             "{e}"
-        );
-    }
-
-    #[test]
-    fn structured_integer_distributions_are_checked() {
-        let text = "[inputs.idx]\ndistribution = \"unique\"\nhigh = \"M * N\"\n";
-        let cfg = TaskConfig::parse("task.toml", text, &def()).unwrap();
-        assert_eq!(
-            cfg.inputs["idx"],
-            Distribution::Unique {
-                low: Bound::Value(0),
-                high: Bound::Axis("M * N".into())
-            }
-        );
-        let axes: IndexMap<String, i64> = [("M".to_string(), 4), ("N".to_string(), 3)].into_iter().collect();
-        assert_eq!(Bound::Axis("M * N - 2".into()).value(&axes), Some(10));
-        let text = "[inputs.idx]\ndistribution = \"offsets\"\ntotal = \"M + K\"\n\
-                    [inputs.x]\ndistribution = \"unique\"\nlow = 0\nhigh = \"max(M, N)\"\n";
-        let e = TaskConfig::parse("task.toml", text, &def()).unwrap_err();
-        let msgs: Vec<String> = e.problems().iter().map(|p| p.to_string()).collect();
-        assert_eq!(
-            msgs,
-            [
-                "task.toml: inputs.idx: bound 'M + K' uses undeclared axis 'K'",
-                "task.toml: inputs.x: unique needs an integer input, 'x' is float32",
-                "task.toml: inputs.x: bound 'max(M, N)' calls 'max'; bounds allow numbers, axis names, + - * / % and parentheses",
-            ]
         );
     }
 }

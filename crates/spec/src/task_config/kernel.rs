@@ -1,0 +1,161 @@
+//! The kernel convention (`[kernel]`): language, entry point, calling convention, seed and
+//! tuner files; and the native baselines (`[[baselines]]`) a result is compared with.
+
+use crate::error::Problems;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KernelConfig {
+    pub language: String,
+    /// The symbol a bare source file must define.
+    pub entry: Option<String>,
+    pub openmp: bool,
+    /// The naive starting kernel, relative to the task folder.
+    pub seed: Option<String>,
+    /// A kernel template for the knob tuner (docs/templates.md), relative to the task folder.
+    pub template: Option<String>,
+    /// Its knob file.
+    pub knobs: Option<String>,
+    /// How the harness calls a Python-module candidate (backends `triton` and `python`).
+    pub calling: Calling,
+    /// Construction of a class entry point (KernelBench's `ModelNew`): its arguments and the
+    /// torch seed set just before, so candidate and reference get the same parameters.
+    pub init: Option<ModuleInit>,
+}
+
+/// How a Python-module entry point is called (docs/protocol.md). The `c` and `cuda` backends
+/// always use destination-passing style.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Calling {
+    /// `entry(*inputs, *outputs, *var_axes)`, writing the outputs in place.
+    #[default]
+    Dps,
+    /// `entry(*inputs)` returning the output, or a tuple of outputs in definition order.
+    Returns,
+    /// `entry(tuple_of_inputs)` returning as `Returns` does (GPU MODE's `custom_kernel(data)`).
+    Tuple,
+}
+
+impl Calling {
+    pub fn name(self) -> &'static str {
+        match self {
+            Calling::Dps => "dps",
+            Calling::Returns => "returns",
+            Calling::Tuple => "tuple",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModuleInit {
+    #[serde(default)]
+    pub args: Vec<serde_json::Value>,
+    #[serde(default)]
+    pub seed: u64,
+}
+
+/// One `[[baselines]]` entry of task.toml.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineConfig {
+    /// How reports and `ksearch eval --baseline NAME` refer to it.
+    pub name: String,
+    /// Its source, relative to the task folder.
+    pub file: String,
+    /// The symbol (function or class) to call.
+    pub entry: String,
+    /// Defaults to the language the file's extension implies.
+    #[serde(default)]
+    pub language: Option<String>,
+    /// Defaults to the task's `[kernel].calling`.
+    #[serde(default)]
+    pub calling: Option<Calling>,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+impl Default for KernelConfig {
+    fn default() -> Self {
+        KernelConfig {
+            language: "c".into(),
+            entry: None,
+            openmp: false,
+            seed: None,
+            template: None,
+            knobs: None,
+            calling: Calling::Dps,
+            init: None,
+        }
+    }
+}
+
+/// Languages a solution may be written in; backends for some arrive later.
+pub const LANGUAGES: [&str; 5] = ["c", "cuda", "triton", "python", "mlx"];
+
+impl KernelConfig {
+    /// Pushes the problems of `[kernel]` to `p`.
+    pub(super) fn check(&self, p: &mut Problems) {
+        if !LANGUAGES.contains(&self.language.as_str()) {
+            p.push(
+                "kernel.language",
+                format!(
+                    "unknown language '{}'; expected one of {}",
+                    self.language,
+                    LANGUAGES.join(", ")
+                ),
+            );
+        }
+        if let Some(entry) = &self.entry {
+            if !crate::definition::is_c_identifier(entry) {
+                p.push("kernel.entry", format!("'{entry}' is not a valid symbol name"));
+            }
+        }
+        if self.calling != Calling::Dps && !matches!(self.language.as_str(), "python" | "triton") {
+            p.push(
+                "kernel.calling",
+                format!(
+                    "'{}' applies to Python-module candidates (language python or triton); \
+                     the {} backend always uses destination-passing style",
+                    self.calling.name(),
+                    self.language
+                ),
+            );
+        }
+    }
+}
+
+/// Pushes the problems of the `[[baselines]]` entries to `p`.
+pub(super) fn check_baselines(baselines: &[BaselineConfig], p: &mut Problems) {
+    for (i, b) in baselines.iter().enumerate() {
+        let field = |f: &str| format!("baselines[{i}].{f}");
+        if !crate::definition::is_c_identifier(&b.name) {
+            p.push(field("name"), format!("'{}' must be an identifier", b.name));
+        }
+        if baselines[..i].iter().any(|o| o.name == b.name) {
+            p.push(field("name"), format!("'{}' appears twice", b.name));
+        }
+        if !crate::definition::is_c_identifier(&b.entry) {
+            p.push(field("entry"), format!("'{}' is not a valid symbol name", b.entry));
+        }
+        if let Err(why) = crate::solution::check_source_path(&b.file) {
+            p.push(field("file"), format!("'{}' {why}", b.file));
+        }
+        match (&b.language, crate::solution::language_of(&b.file)) {
+            (Some(l), _) if !LANGUAGES.contains(&l.as_str()) => p.push(
+                field("language"),
+                format!("unknown language '{l}'; expected one of {}", LANGUAGES.join(", ")),
+            ),
+            (None, None) => p.push(
+                field("language"),
+                format!(
+                    "is not set and '{}' has no extension that names one (.c, .cu, .py)",
+                    b.file
+                ),
+            ),
+            _ => {}
+        }
+    }
+}
