@@ -1,20 +1,21 @@
-"""ksearch's shape-only stand-in for PyTorch, part 2: factories (which record their origin) and
-torch functions. See standin_tensor.py.
+"""ksearch's shape-only stand-in for PyTorch, part 3: factories (which record their origin) and
+torch functions. See standin_dtypes.py.
 """
 
 import contextlib
 import functools
 import math
 
-import standin_tensor as T
-from standin_tensor import (Missing, Tensor, _builtin_bool, _builtin_float, _builtin_int, _dim,
-                            _promote, _sizes, _tensor, dtype, int64)
+import standin_dtypes as D
+from standin_dtypes import (Missing, _builtin_bool, _builtin_float, _builtin_int, _promote, dtype,
+                            int64)
+from standin_tensor import Tensor, _dim, _sizes, _tensor
 
 # ---------------------------------------------------------------------------------------------
 # factories
 
 def _factory(fn, size_args, kwargs, default=None, **origin):
-    dt = kwargs.get("dtype") or default or T._default_float
+    dt = kwargs.get("dtype") or default or D._default_float
     if not isinstance(dt, dtype):
         raise Missing(f"dtype {dt!r}")
     return Tensor(_sizes(size_args), dt, kwargs.get("device") or "cpu", {"fn": fn, **origin})
@@ -120,8 +121,8 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
         return data.to(dtype) if dtype else data.clone()
     values = list(leaves(data))
     if dtype is None:
-        dtype = T._default_float if any(isinstance(v, _builtin_float) for v in values) else (
-            T.bool if values and all(isinstance(v, _builtin_bool) for v in values) else int64)
+        dtype = D._default_float if any(isinstance(v, _builtin_float) for v in values) else (
+            D.bool if values and all(isinstance(v, _builtin_bool) for v in values) else int64)
     return Tensor(shape_of(data), dtype, device or "cpu", {"fn": "tensor"})
 
 
@@ -202,11 +203,11 @@ def is_floating_point(x):
 
 
 def set_default_dtype(d):
-    T._default_float = d
+    D._default_float = d
 
 
 def get_default_dtype():
-    return T._default_float
+    return D._default_float
 
 
 class Generator:

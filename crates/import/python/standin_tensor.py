@@ -1,122 +1,16 @@
-"""ksearch's shape-only stand-in for PyTorch, part 1: dtypes, devices and tensors.
+"""ksearch's shape-only stand-in for PyTorch, part 2: tensors, and the products their methods use.
 
-Tensors carry a shape, a dtype, a device name and, when a factory made them, an origin (which
-factory and its parameters), never values. Whatever the stand-in does not implement raises
-`Missing(name)`, which the probe reports as "install PyTorch to import this problem".
-standin_ops.py adds the torch functions, standin_torch.py the nn modules and the install.
+A tensor carries a shape, a dtype, a device name and, when a factory made it, an origin (which
+factory and its parameters), never values. standin_dtypes.py has the dtypes, devices and `Missing`.
 """
 
-import builtins
 import math
 
-# This module defines torch's dtype names (float, int, bool), which hide the builtins.
-_builtin_bool, _builtin_int, _builtin_float = builtins.bool, builtins.int, builtins.float
-
-
-class Missing(Exception):
-    """The stand-in lacks `what` (a torch name, a tensor method, or a data-dependent value)."""
-
-    def __init__(self, what):
-        super().__init__(what)
-        self.what = what
-
-
-# ---------------------------------------------------------------------------------------------
-# dtypes and devices
-
-class dtype:
-    def __init__(self, name, kind, bits):
-        self.name, self.kind, self.bits = name, kind, bits
-
-    @property
-    def is_floating_point(self):
-        return self.kind == "f"
-
-    @property
-    def itemsize(self):
-        return max(1, self.bits // 8)
-
-    def __repr__(self):
-        return f"torch.{self.name}"
-
-
-float64 = double = dtype("float64", "f", 64)
-float32 = float = dtype("float32", "f", 32)  # noqa: A001 - torch.float is float32
-float16 = half = dtype("float16", "f", 16)
-bfloat16 = dtype("bfloat16", "f", 16)
-int64 = long = dtype("int64", "i", 64)
-int32 = int = dtype("int32", "i", 32)  # noqa: A001 - torch.int is int32
-int16 = short = dtype("int16", "i", 16)
-int8 = dtype("int8", "i", 8)
-uint8 = dtype("uint8", "u", 8)
-bool = dtype("bool", "b", 8)  # noqa: A001 - torch.bool
-_default_float = float32
-
-
-def _rank(d):
-    return {"b": 0, "u": 1, "i": 1, "f": 2}[d.kind]
-
-
-def _promote(a, b):
-    if a is b:
-        return a
-    if _rank(a) != _rank(b):
-        return a if _rank(a) > _rank(b) else b
-    if a.kind == "f" and {a.name, b.name} == {"float16", "bfloat16"}:
-        return float32
-    return a if a.bits >= b.bits else b
-
-
-def _scalar_dtype(value):
-    if isinstance(value, _builtin_bool):
-        return bool
-    if isinstance(value, _builtin_int):
-        return int64
-    if isinstance(value, _builtin_float):
-        return _default_float
-    raise Missing(f"an operand of type {type(value).__name__}")
-
-
-class device:
-    def __init__(self, kind="cpu", index=None):
-        if isinstance(kind, device):
-            kind = kind.type
-        self.type = str(kind).split(":")[0]
-        self.index = index
-
-    def __repr__(self):
-        return f"device(type='{self.type}')"
-
-    def __eq__(self, other):
-        return isinstance(other, device) and other.type == self.type
-
-    __hash__ = object.__hash__
-
-
-class Size(tuple):
-    def numel(self):
-        return math.prod(self)
-
-
-class finfo:
-    def __init__(self, d=None):
-        d = d or _default_float
-        self.bits = d.bits
-        self.eps, self.max, self.min, self.tiny = {
-            "float64": (2.2e-16, 1.8e308, -1.8e308, 2.2e-308),
-            "float32": (1.19e-07, 3.4e38, -3.4e38, 1.18e-38),
-            "float16": (9.77e-04, 65504.0, -65504.0, 6.1e-05),
-            "bfloat16": (7.8e-03, 3.39e38, -3.39e38, 1.18e-38),
-        }[d.name]
-
-
-class iinfo:
-    def __init__(self, d):
-        self.bits = d.bits
-        signed = d.kind == "i"
-        self.max = 2 ** (d.bits - 1) - 1 if signed else 2 ** d.bits - 1
-        self.min = -(2 ** (d.bits - 1)) if signed else 0
-
+import standin_dtypes as D
+# `bool` is torch.bool here, as in standin_dtypes.py, which keeps the builtins as `_builtin_*`.
+from standin_dtypes import (  # noqa: A004 - torch.bool
+    Missing, Size, _builtin_int, _promote, _rank, _scalar_dtype, bfloat16, bool, device, dtype,
+    float16, float32, float64, int32, int64)
 
 # ---------------------------------------------------------------------------------------------
 # tensors
@@ -171,7 +65,7 @@ class Tensor:
         self._shape = tuple(_builtin_int(s) for s in shape)
         if any(s < 0 for s in self._shape):
             raise RuntimeError(f"negative dimension in {list(self._shape)}")
-        self.dtype = dt or _default_float
+        self.dtype = dt or D._default_float
         self.device = dev if isinstance(dev, device) else device(dev or "cpu")
         self.origin = origin
         self.requires_grad = False
@@ -364,11 +258,11 @@ class Tensor:
         else:
             shape = self._shape
             sd = _scalar_dtype(other)
-            dt = self.dtype if _rank(sd) <= _rank(self.dtype) else (_default_float if sd.kind == "f" else int64)
+            dt = self.dtype if _rank(sd) <= _rank(self.dtype) else (D._default_float if sd.kind == "f" else int64)
         if op == "cmp":
             dt = bool
         elif op == "div" and dt.kind != "f":
-            dt = _default_float
+            dt = D._default_float
         return Tensor(shape, dt, self.device)
 
     def __add__(self, o): return self._binary(o, "arith")  # noqa: E704
@@ -635,8 +529,6 @@ def _tensor(x):
     if isinstance(x, Tensor):
         return x
     return Tensor((), _scalar_dtype(x))
-
-
 
 
 def matmul(a, b):

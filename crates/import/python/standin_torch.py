@@ -1,15 +1,17 @@
-"""ksearch's shape-only stand-in for PyTorch, part 3: torch.nn, torch.nn.functional, and
+"""ksearch's shape-only stand-in for PyTorch, part 4: torch.nn, torch.nn.functional, and
 `install()`, which puts the stand-in in sys.modules as torch and its submodules. See
-standin_tensor.py.
+standin_dtypes.py.
 """
 
 import sys
 import types
 
+import standin_dtypes as D
 import standin_ops as O
 import standin_tensor as T
+from standin_dtypes import Missing, _builtin_int
 from standin_ops import _method, compile  # noqa: A004 - torch.compile
-from standin_tensor import Missing, Tensor, _broadcast, _builtin_int
+from standin_tensor import Tensor, _broadcast
 
 # ---------------------------------------------------------------------------------------------
 # torch.nn
@@ -290,7 +292,7 @@ def _public(module):
 
 def install():
     """Puts the stand-in in sys.modules as torch, torch.nn, torch.nn.functional and friends."""
-    public = {**_public(T), **_public(O), **_public(sys.modules[__name__])}
+    public = {**_public(D), **_public(T), **_public(O), **_public(sys.modules[__name__])}
     F = _module("torch.nn.functional", {
         "linear": linear, "layer_norm": layer_norm, "rms_norm": rms_norm,
         "scaled_dot_product_attention": scaled_dot_product_attention, "cross_entropy": cross_entropy,
@@ -333,7 +335,7 @@ def install():
                                 "ignore": lambda f=None, **k: f}, "stand-in for torch.jit")
     torch = _module("torch", {
         **public, **O._FUNCTIONS, "nn": nn, "cuda": cuda, "backends": backends, "jit": jit,
-        "float": T.float32, "int": T.int32, "bool": T.bool, "Tensor": Tensor,
+        "float": D.float32, "int": D.int32, "bool": D.bool, "Tensor": Tensor,
         "use_deterministic_algorithms": lambda *a, **k: None,
         "set_printoptions": lambda *a, **k: None,
         "__version__": "0+standin",

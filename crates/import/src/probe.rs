@@ -8,8 +8,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const PROBE: &str = include_str!("../python/probe.py");
-/// The stand-in for PyTorch, in three modules (tensors, functions, nn and the install).
-const STANDIN: [(&str, &str); 3] = [
+/// The stand-in for PyTorch, in four modules (dtypes, tensors, functions, nn and the install).
+const STANDIN: [(&str, &str); 4] = [
+    ("standin_dtypes.py", include_str!("../python/standin_dtypes.py")),
     ("standin_tensor.py", include_str!("../python/standin_tensor.py")),
     ("standin_ops.py", include_str!("../python/standin_ops.py")),
     ("standin_torch.py", include_str!("../python/standin_torch.py")),
