@@ -56,29 +56,36 @@ shutil.rmtree(os.path.join(task, "template"), ignore_errors=True)
 with open(os.path.join(task, "task.toml"), "w") as f:
     f.write(toml)
 
-# (file, expected status, expected flag, reason fragment); the files say why.
+# (file, expected status, expected flag, reason fragment, import check); the files say why.
+# The import check (harness/ksearch_harness/backends/imports.py) refuses the hacks that call
+# what a kernel never needs before they are linked; each is then run again without it, so the
+# runtime defence behind it is tested too ("layer shown", docs/threat-model.md).
 cases = [
-    ("cuda/honest.cu", "passed", False, ""),
-    ("cuda/side_stream.cu", "passed", True, ""),
-    ("cuda/host_thread.cu", "incorrect_numerical", False, "NaN poison"),
-    ("cuda/mutate_input.cu", "incorrect_numerical", False, "modified its input 'x'"),
-    ("cuda/partial_write.cu", "incorrect_numerical", False, "NaN poison"),
-    ("cuda/pointer_cache.cu", "incorrect_numerical", False, "are results cached"),
-    ("cuda/downcast.cu", "incorrect_numerical", False, "output 'y'"),
-    ("triton/side_stream.py", "passed", True, ""),
+    ("cuda/honest.cu", "passed", False, "", True),
+    ("cuda/side_stream.cu", "rejected", False, "cudaStreamCreateWithFlags", True),
+    ("cuda/side_stream.cu", "passed", True, "", False),
+    ("cuda/host_thread.cu", "rejected", False, "_M_start_thread", True),
+    ("cuda/host_thread.cu", "incorrect_numerical", False, "NaN poison", False),
+    ("cuda/mutate_input.cu", "incorrect_numerical", False, "modified its input 'x'", True),
+    ("cuda/partial_write.cu", "incorrect_numerical", False, "NaN poison", True),
+    ("cuda/pointer_cache.cu", "incorrect_numerical", False, "are results cached", True),
+    ("cuda/downcast.cu", "incorrect_numerical", False, "output 'y'", True),
+    ("triton/side_stream.py", "passed", True, "", True),
+    ("cuda/reference_fallback.cu", "rejected", False, "dlsym", True),
     # A known limit while GPU candidates share the harness's process (docs/threat-model.md).
-    ("cuda/reference_fallback.cu", "passed", False, ""),
-    ("cuda/honest.cu", "passed", False, ""),  # the device recovered from everything above
+    ("cuda/reference_fallback.cu", "passed", False, "", False),
+    ("cuda/honest.cu", "passed", False, "", True),  # the device recovered from everything above
 ]
 
 rows, bad = [], []
-for i, (name, want, want_flag, fragment) in enumerate(cases):
+for i, (name, want, want_flag, fragment, checked) in enumerate(cases):
     src = os.path.join("tests/adversarial", name)
     path = os.path.join(work, os.path.basename(name))
     shutil.copy(src, path)
+    env = dict(os.environ, KSEARCH_IMPORT_CHECK="on" if checked else "off")
     start = time.time()
     proc = subprocess.run([binary, "eval", task, path, "--json", "--seed", "7"],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env=env)
     wall = time.time() - start
     try:
         record = json.loads(proc.stdout)
@@ -95,7 +102,8 @@ for i, (name, want, want_flag, fragment) in enumerate(cases):
         bad.append(name)
     big = timed[-1]["timing"] if timed else {}
     med = lambda k: f"{big[k]['median_ns'] / 1e3:.1f}" if big.get(k) else "-"
-    rows.append((name, want + (", flagged" if want_flag else ""),
+    rows.append((name + ("" if checked else " (import check off)"),
+                 want + (", flagged" if want_flag else ""),
                  status + (", flagged" if flags else ""), "yes" if ok else "NO",
                  med("candidate"), med("candidate_host"), med("reference"), f"{wall:.1f}",
                  reason[:180]))

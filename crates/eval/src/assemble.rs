@@ -167,6 +167,7 @@ impl<'a> Assembler<'a> {
                     resources,
                     cached,
                     arch,
+                    refused,
                 } => {
                     compile = Some(CompileReport {
                         ok,
@@ -176,6 +177,7 @@ impl<'a> Assembler<'a> {
                         resources,
                         cached,
                         arch,
+                        refused,
                     })
                 }
                 Event::Workload(w) => {
@@ -240,11 +242,17 @@ impl<'a> Assembler<'a> {
         }
 
         if let Some(c) = compile.as_ref().filter(|c| !c.ok) {
+            let (status, reason) = match &c.refused {
+                Some(why) => (Status::Rejected, format!("refused after compiling: {why}")),
+                None => (
+                    Status::CompileError,
+                    format!("compilation failed:\n{}", c.log.trim_end()),
+                ),
+            };
             for w in &mut self.workloads {
-                w.status = Status::CompileError;
+                w.status = status;
             }
-            let reason = format!("compilation failed:\n{}", c.log.trim_end());
-            return Ok(self.evaluation(Status::CompileError, Some(reason), compile, wall, log));
+            return Ok(self.evaluation(status, Some(reason), compile, wall, log));
         }
 
         let where_ = progress.as_ref().map(|p| self.describe(p));

@@ -190,6 +190,30 @@ fn a_missing_done_without_a_signal_is_not_a_pass() {
 }
 
 #[test]
+fn a_build_refused_for_its_imports_is_rejected_not_a_compile_error() {
+    let refused = r#"{"event": "compile", "ok": false, "seconds": 2.0, "command": ["nvcc"],
+        "log": "refused before linking: the compiled code imports dlsym (kernel.cu): it looks up code",
+        "refused": "the compiled code imports dlsym (kernel.cu): it looks up code"}"#;
+    let e = finish_on("cuda:0", true, &[refused, DONE], Exit::Code(0));
+    assert_eq!(e.status, Status::Rejected, "{:?}", e.reason);
+    let reason = e.reason.as_deref().unwrap();
+    assert!(
+        reason.starts_with("refused after compiling: the compiled code imports dlsym"),
+        "{reason}"
+    );
+    assert!(e.workloads.iter().all(|w| w.status == Status::Rejected));
+    let c = e.compile.as_ref().unwrap();
+    assert_eq!(
+        c.refused.as_deref(),
+        Some("the compiled code imports dlsym (kernel.cu): it looks up code")
+    );
+    // A build that failed on its own is still a compile error.
+    let failed = r#"{"event": "compile", "ok": false, "command": ["nvcc"], "log": "error: x"}"#;
+    let e = finish_on("cuda:0", true, &[failed, DONE], Exit::Code(0));
+    assert_eq!(e.status, Status::CompileError, "{:?}", e.reason);
+}
+
+#[test]
 fn gpu_events_resources_and_host_samples_are_kept() {
     let compile = r#"{"event": "compile", "ok": true, "seconds": 1.5, "command": ["nvcc"], "log": "",
         "cached": true, "arch": "sm_90a", "resources": [{"name": "k", "arch": "sm_90a", "registers": 40,

@@ -30,6 +30,8 @@ pub(crate) enum Event {
         cached: bool,
         #[serde(default)]
         arch: Option<String>,
+        #[serde(default)]
+        refused: Option<String>,
     },
     Workload(Box<WorkloadEvent>),
     TaskError {
@@ -117,6 +119,11 @@ pub struct CompileReport {
     /// The GPU architecture compiled for, e.g. `sm_90a`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arch: Option<String>,
+    /// Why the build was refused rather than failed: the compiled objects import what a kernel
+    /// never needs (backend cuda's import check, docs/threat-model.md). The evaluation is then
+    /// `rejected`, not `compile_error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// What ptxas reported for one kernel (entry function). `None` where this ptxas version does

@@ -1,10 +1,13 @@
 """nvcc: finding it, compiling a candidate to a shared library, and the build cache.
 
-Command (docs/protocol.md, Backend cuda):
-    nvcc -O3 -arch=ARCH -Xcompiler -fPIC -shared -Xptxas -v -lineinfo EXTRA -o candidate.so *.cu
+Commands (docs/protocol.md, Backend cuda), one compile per source, then one link:
+    nvcc -O3 -arch=ARCH -Xcompiler -fPIC -Xptxas -v -lineinfo EXTRA -c -o objects/N.o FILE.cu
+    nvcc -arch=ARCH -Xcompiler -fPIC -shared EXTRA -o candidate.so objects/*.o
 `-Xptxas -v` makes ptxas report each kernel's registers, spills and shared memory (ptxas.py);
 `-lineinfo` lets compute-sanitizer name source lines and changes no generated code. The CUDA
 runtime is linked statically (nvcc's default), so the library needs no libcudart at run time.
+Between the two, the objects' imports are checked (imports.py): a candidate that calls what a
+kernel never needs (dlsym, the interpreter, threads, streams) is refused before it is linked.
 
 Cache: a successful build is stored under CACHE/KEY/ (candidate.so and build.json with the
 command, log, resource report and the library's SHA-256), KEY being the SHA-256 of the
@@ -25,10 +28,11 @@ import tempfile
 import time
 
 from .. import ptxas
-from . import sources
+from . import imports, sources
 
-FLAGS = ["-O3", "-Xcompiler", "-fPIC", "-shared", "-Xptxas", "-v", "-lineinfo"]
-CACHE_FORMAT = 1  # part of the key: bump when what a build produces changes
+FLAGS = ["-O3", "-Xcompiler", "-fPIC", "-Xptxas", "-v", "-lineinfo"]
+OBJECTS = "objects"
+CACHE_FORMAT = 2  # part of the key: bump when what a build produces changes
 
 
 def find():
@@ -69,15 +73,35 @@ def version(nvcc):
     return text, release or (text.splitlines()[-1] if text else None)
 
 
-def command(nvcc, arch, extra, cu_files):
-    return [nvcc] + FLAGS[:1] + [f"-arch={arch}"] + FLAGS[1:] + extra + \
-        ["-o", sources.LIBRARY] + cu_files
+def compile_command(nvcc, arch, extra, cu_file, obj):
+    return [nvcc] + FLAGS[:1] + [f"-arch={arch}"] + FLAGS[1:] + extra + ["-c", "-o", obj, cu_file]
+
+
+def link_command(nvcc, arch, extra, objects):
+    return [nvcc, f"-arch={arch}", "-Xcompiler", "-fPIC", "-shared"] + extra + \
+        ["-o", sources.LIBRARY] + objects
+
+
+def commands(nvcc, arch, extra, cu_files):
+    """[(source, object, compile command)] and the link command."""
+    steps = [(cu, os.path.join(OBJECTS, f"{i}.o"),) for i, cu in enumerate(cu_files)]
+    steps = [(cu, obj, compile_command(nvcc, arch, extra, cu, obj)) for cu, obj in steps]
+    return steps, link_command(nvcc, arch, extra, [obj for _, obj, _ in steps])
+
+
+def shown(steps, link):
+    """The whole build as one argv-like list for the record: the commands joined by `&&`."""
+    out = []
+    for _, _, cmd in steps:
+        out += cmd + ["&&"]
+    return out + link
 
 
 def cache_key(checked, flags, version_text, arch):
     """SHA-256 over everything that decides the library: sources, flags, compiler, arch."""
     h = hashlib.sha256()
     record = {"format": CACHE_FORMAT, "arch": arch, "flags": flags, "nvcc": version_text,
+              "imports": imports.RULES_DIGEST if imports.enabled() else "unchecked",
               "sources": [[p, c] for p, c in checked.sources]}
     h.update(json.dumps(record, sort_keys=True).encode("utf-8"))
     return h.hexdigest()
@@ -97,30 +121,65 @@ def build(checked, workdir, limits, arch, cache_dir):
     os.makedirs(folder, exist_ok=True)
     sources.write(checked.sources, folder)
     cu_files = [p for p, _ in checked.sources if p.endswith(".cu")]
-    cmd = command(nvcc, arch, checked.extra_flags, cu_files)
+    steps, link = commands(nvcc, arch, checked.extra_flags, cu_files)
+    cmd = shown(steps, link)
+    nm = imports.find_nm() if imports.enabled() else None
     library = os.path.join(folder, sources.LIBRARY)
     start = time.perf_counter()
-    key = cache_key(checked, cmd[1:], version_text, arch) if version_text else None
+    flags = [a for a in cmd if a != nvcc]  # where nvcc lives does not change the library
+    key = cache_key(checked, flags, version_text, arch) if version_text else None
     entry = os.path.join(cache_dir, key[:2], key) if cache_dir and key else None
     hit = _from_cache(entry, library)
     if hit is not None:
         return {"ok": True, "seconds": time.perf_counter() - start, "command": cmd,
                 "log": hit.get("log", ""), "resources": hit.get("resources", []),
                 "cached": True, "arch": arch, "compiler": release, "library": library}
-    log_path = os.path.join(workdir, "compile.log")
-    timeout = float(limits.get("compile_timeout_s", 30))
-    rc, timed_out = sources.compile_in_child(cmd, folder, log_path, timeout, "nvcc")
+    os.makedirs(os.path.join(folder, OBJECTS), exist_ok=True)
+    limit = float(limits.get("compile_timeout_s", 30))
+    deadline = start + limit
+    logs, full_logs, refused = [], [], None
+    ok = True
+    for source, obj, compile_cmd in steps:
+        ok, text, full = _step(compile_cmd, folder, workdir, deadline, limit, log_bytes,
+                               os.path.join(folder, obj))
+        logs.append(text)
+        full_logs.append(full)
+        if not ok:
+            break
+    if ok and nm is not None:
+        found = [(source, imports.violations(imports.undefined_symbols(nm, os.path.join(folder, obj))))
+                 for source, obj, _ in steps]
+        found = [(source, v) for source, v in found if v]
+        if found:
+            ok, refused = False, imports.describe(found)
+            logs.append(f"refused before linking: {refused}")
+    if ok:
+        ok, text, full = _step(link, folder, workdir, deadline, limit, log_bytes, library)
+        logs.append(text)
+        full_logs.append(full)
     seconds = time.perf_counter() - start
-    full_log = _read(log_path)
-    ok, text = sources.outcome_text(sources.bounded(log_path, log_bytes), rc, timed_out,
-                                    timeout, library)
-    resources = ptxas.parse(full_log) if ok else []
+    text = "\n".join(t for t in logs if t)
+    resources = ptxas.parse("\n".join(full_logs)) if ok else []
     if ok and entry:
         _store(entry, library, {"command": cmd, "log": text, "resources": resources,
                                 "seconds": seconds, "nvcc": release, "arch": arch})
-    return {"ok": ok, "seconds": seconds, "command": cmd, "log": text, "resources": resources,
-            "cached": False, "arch": arch, "compiler": release,
-            "library": library if ok else None}
+    result = {"ok": ok, "seconds": seconds, "command": cmd, "log": text,
+              "resources": resources, "cached": False, "arch": arch, "compiler": release,
+              "library": library if ok else None}
+    if refused:
+        result["refused"] = refused
+    return result
+
+
+def _step(cmd, folder, workdir, deadline, limit, log_bytes, output):
+    """Run one nvcc command within what is left of the build's `limit` seconds:
+    (ok, bounded log, full log)."""
+    log_path = os.path.join(workdir, "compile.log")
+    timeout = max(deadline - time.perf_counter(), 0.001)
+    rc, timed_out = sources.compile_in_child(cmd, folder, log_path, timeout, "nvcc")
+    ok, text = sources.outcome_text(sources.bounded(log_path, log_bytes), rc, timed_out,
+                                    limit, output)
+    return ok, text, _read(log_path)
 
 
 def _read(path):
