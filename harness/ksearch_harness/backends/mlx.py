@@ -14,7 +14,6 @@ fails that workload as a runtime_error carrying the compiler's message, and late
 with the same kernel fail with the same message without compiling again.
 """
 
-import importlib.util
 import inspect
 import json
 import os
@@ -26,7 +25,7 @@ import numpy as np
 
 from ..definition import Spec
 from ..errors import CandidateError, SetupError, TaskError
-from . import mlx_memory, mlx_spec, sources
+from . import mlx_memory, mlx_spec, pyloader, sources
 from .mlx_memory import MlxMemory, evaluate, mx_dtype, poison_value
 
 _MODULE = "ksearch_mlx_candidate"
@@ -71,8 +70,7 @@ class Backend:
         self._request = None
         self._spec = None      # mlx_spec.KernelSpec or LauncherSpec, after build
         self._folder = None
-        self._function = None  # the launcher's entry, after load
-        self._load_error = None
+        self._launcher = pyloader.LoadOnce("launcher", self._import)  # a launcher's entry
         self._kernels = {}     # shared memory size -> the mx.fast kernel object
         self._failed = {}      # template and launch key -> reason of a failed first call
 
@@ -195,11 +193,11 @@ class Backend:
 
     def load(self, spec):
         if isinstance(self._spec, mlx_spec.LauncherSpec):
-            self._launcher()
+            self._launcher.get(self._folder)
 
     def prepare(self, spec, axes):
         if isinstance(self._spec, mlx_spec.LauncherSpec):
-            return _LauncherRun(self.mx, self._launcher(), spec, self._folder)
+            return _LauncherRun(self.mx, self._launcher.get(self._folder), spec, self._folder)
         launch = self._spec.launch(axes)
         return _KernelRun(self, self._kernel(launch.shared_memory), launch, spec)
 
@@ -221,28 +219,9 @@ class Backend:
             self._kernels[shared_memory] = kernel
         return self._kernels[shared_memory]
 
-    def _launcher(self):
-        if self._function is None and self._load_error is None:
-            try:
-                self._function = self._import()
-            except CandidateError as e:
-                self._load_error = e.reason
-            except (Exception, SystemExit) as e:  # noqa: BLE001 - its code ran and failed
-                self._load_error = f"loading the launcher failed: {_describe(e, self._folder)}"
-        if self._load_error is not None:
-            raise CandidateError("runtime_error", self._load_error)
-        return self._function
-
     def _import(self):
         spec = self._spec
-        if self._folder not in sys.path:
-            sys.path.insert(0, self._folder)  # its helper modules and files sit beside it
-        module_spec = importlib.util.spec_from_file_location(
-            _MODULE, os.path.join(self._folder, spec.file))
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[_MODULE] = module
-        module_spec.loader.exec_module(module)
-        entry = getattr(module, spec.symbol, None)
+        entry = pyloader.import_symbol(self._folder, spec.file, _MODULE, spec.symbol)
         if entry is None:
             raise CandidateError("runtime_error", f"{spec.file} defines no '{spec.symbol}'")
         if inspect.isclass(entry) or not callable(entry):
@@ -346,7 +325,7 @@ class _LauncherRun:
                 evaluate(mx, returned)
             except (Exception, SystemExit) as e:  # noqa: BLE001 - the candidate's failure
                 raise CandidateError("runtime_error", f"the launcher raised "
-                                                      f"{_describe(e, folder)}") from None
+                                                      f"{pyloader.describe(e, folder)}") from None
             return returned
         return call
 
@@ -459,8 +438,3 @@ def _describe_kernel(spec, launches):
 def _text(error, limit=4000):
     text = str(error).strip() or type(error).__name__
     return text if len(text) <= limit else text[:limit] + " [...]"
-
-
-def _describe(error, folder):
-    from .pymodule import describe
-    return describe(error, folder)

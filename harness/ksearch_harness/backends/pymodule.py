@@ -14,7 +14,6 @@ A class entry (KernelBench's ModelNew) is constructed once, at load, as
 `returns`. Scalars are passed as Python numbers, var axes as ints.
 """
 
-import importlib.util
 import inspect
 import os
 import sys
@@ -23,7 +22,7 @@ import traceback
 
 from .. import gpu
 from ..errors import CandidateError
-from . import sources
+from . import pyloader, sources
 from .gpu_base import GpuBackend
 
 CALLINGS = ("dps", "returns", "tuple")
@@ -42,8 +41,7 @@ class Backend(GpuBackend):
         self._entry = None
         self._calling = None
         self._init = None
-        self._callable = None
-        self._load_error = None
+        self._loaded = pyloader.LoadOnce("candidate", self._import)
         self._init_used = False
 
     def build(self, candidate, workdir, limits):
@@ -84,37 +82,18 @@ class Backend(GpuBackend):
                 "log": f"syntax checked: {', '.join(p for p, _ in checked.sources)}"}
 
     def load(self, spec):
-        self._load()
+        self._loaded.get(self._folder)
 
     def prepare(self, spec, axes):
-        return _Kernel(self._load(), self._calling_of(), spec, axes, self.mem, self.torch,
-                       self._folder)
+        return _Kernel(self._loaded.get(self._folder), self._calling_of(), spec, axes, self.mem,
+                       self.torch, self._folder)
 
     def _calling_of(self):
         # A constructed module object is called like `returns` whatever the task's default.
         return "returns" if self._init_used else self._calling
 
-    def _load(self):
-        if self._callable is None and self._load_error is None:
-            try:
-                self._callable = self._import()
-            except CandidateError as e:
-                self._load_error = e.reason
-            except (Exception, SystemExit) as e:  # noqa: BLE001 - its code ran and failed
-                self._load_error = f"loading the candidate failed: {describe(e, self._folder)}"
-        if self._load_error is not None:
-            raise CandidateError("runtime_error", self._load_error)
-        return self._callable
-
     def _import(self):
-        if self._folder not in sys.path:
-            sys.path.insert(0, self._folder)  # its own helper modules import as siblings
-        path = os.path.join(self._folder, self._file)
-        spec = importlib.util.spec_from_file_location(_MODULE, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[_MODULE] = module
-        spec.loader.exec_module(module)  # runs the candidate's module-level code
-        entry = getattr(module, self._symbol, None)
+        entry = pyloader.import_symbol(self._folder, self._file, _MODULE, self._symbol)
         if entry is None:
             raise CandidateError("runtime_error", (
                 f"{self._file} defines no '{self._symbol}' (entry_point {self._entry!r})"))
@@ -168,7 +147,7 @@ class _Kernel:
                 if gpu.is_device_error(e):
                     raise mem.device_error(e, "during the candidate's call") from None
                 raise CandidateError("runtime_error", f"the candidate raised "
-                                                      f"{describe(e, folder)}") from None
+                                                      f"{pyloader.describe(e, folder)}") from None
             return None if dps else returned
         return call
 
@@ -198,14 +177,3 @@ class _Kernel:
                 raise CandidateError("incorrect_dtype", f"output '{t.name}' has dtype "
                                                         f"{value.dtype}, expected {expected}")
         return values
-
-
-def describe(error, folder):
-    """"Type: message (at file:line)", the line being the candidate's own innermost frame."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    text = " | ".join(lines[:4])[:600] or "(no message)"
-    frames = traceback.extract_tb(error.__traceback__)
-    own = [f for f in frames if folder and os.path.abspath(f.filename).startswith(folder)]
-    frame = (own or frames or [None])[-1]
-    at = f" (at {os.path.basename(frame.filename)}:{frame.lineno})" if frame else ""
-    return f"{type(error).__name__}: {text}{at}"
