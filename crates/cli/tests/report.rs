@@ -95,3 +95,50 @@ fn report_of_a_folder_that_is_not_a_run_is_bad_input() {
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("not a run directory"), "{}", r.stderr);
 }
+
+#[test]
+fn an_evolve_run_is_drawn_as_the_lineage_of_its_candidates() {
+    // Strategies without a planner keep no world model: the report shows which candidate each
+    // one was made from instead, one drawn row per candidate in the store.
+    let work = tempfile::tempdir().unwrap();
+    let run_dir = work.path().join("evolve");
+    let r = ksearch_in(
+        work.path(),
+        &[
+            "run",
+            fixture("tiny_softmax_tunable").to_str().unwrap(),
+            "--rounds",
+            "6",
+            "--strategy",
+            "evolve",
+            "--seed",
+            "5",
+            "--out",
+            run_dir.to_str().unwrap(),
+            "--json",
+        ],
+        &[("XDG_CONFIG_HOME", work.path().to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let show = ksearch(&["show", run_dir.to_str().unwrap(), "--json"]).json();
+    let candidates = show["candidates"].as_array().unwrap();
+    assert!(candidates.len() >= 4, "{show}");
+    let children = candidates.iter().filter(|c| !c["parent"].is_null()).count();
+    assert!(children >= 1, "the run made candidates from others: {show}");
+    let out = work.path().join("evolve.html");
+    let r = ksearch(&["report", run_dir.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(html.contains("Candidate lineage") && !html.contains("id=\"wm-tree\""));
+    assert_eq!(html.matches("class=\"lineage-node\"").count(), candidates.len());
+    assert_eq!(html.matches("◀ best").count(), 1, "the best candidate is marked once");
+
+    let Some(mut b) = browser::browser_or_skip("an_evolve_run_is_drawn_as_the_lineage_of_its_candidates") else {
+        return;
+    };
+    b.goto(&format!("file://{}", out.display()));
+    assert_eq!(b.errors(), Vec::<String>::new(), "console errors");
+    assert_eq!(b.count("#lineage-tree g.lineage-node") as usize, candidates.len());
+    // Every connector joins a child to its parent: one per candidate made from another.
+    assert_eq!(b.count("#lineage-tree path") as usize, children);
+}

@@ -4,6 +4,7 @@
 
 use crate::chart::{comparison_chart, progress_chart, run_colour, status_colour};
 use crate::error::ReportError;
+use crate::lineage::{lineage_rows, lineage_svg};
 use crate::model::RunReport;
 use crate::tree::{node_colour, tree_svg};
 use minijinja::{context, Environment, Value};
@@ -79,6 +80,8 @@ impl Renderer {
                 run => Value::from_serialize(run),
                 chart => Value::from_safe_string(chart),
                 tree => Value::from_safe_string(tree_svg(&run.tree)),
+                lineage => lineage(run),
+                lineage_count => lineage_rows(&run.attempts).len(),
                 version => env!("CARGO_PKG_VERSION"),
             },
         )
@@ -101,6 +104,8 @@ impl Renderer {
                 link => links.get(i).cloned().unwrap_or_default(),
                 chart => Value::from_safe_string(progress_chart(run, (width, 300))?),
                 tree => Value::from_safe_string(tree_svg(&run.tree)),
+                lineage => lineage(run),
+                lineage_count => lineage_rows(&run.attempts).len(),
             });
         }
         let comparison = if runs.len() > 1 {
@@ -203,6 +208,15 @@ fn fmt_num(v: Option<f64>, digits: Option<usize>) -> String {
         Some(v) if v.is_finite() => format!("{v:.*}", digits.unwrap_or(2)),
         _ => "—".into(),
     }
+}
+
+/// The candidates' lineage, for strategies without a planner (their world model is only its
+/// root, so the parent links are what shows how the search went); `None` for world-model runs.
+fn lineage(run: &RunReport) -> Option<Value> {
+    (run.strategy != "world-model").then(|| {
+        let best = run.best.as_ref().map(|b| b.candidate);
+        Value::from_safe_string(lineage_svg(&run.attempts, best))
+    })
 }
 
 #[cfg(test)]

@@ -36,13 +36,7 @@ pub struct Layout {
 
 /// Rows in node order (the tree's nodes are already depth-first), indented by depth.
 pub fn layout(tree: &Tree) -> Layout {
-    let max_depth = tree.nodes.iter().map(|n| n.depth).max().unwrap_or(0) as f64;
-    let positions: Vec<(f64, f64)> = tree
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (LEFT + n.depth as f64 * INDENT, TOP + i as f64 * ROW))
-        .collect();
+    let depths: Vec<usize> = tree.nodes.iter().map(|n| n.depth).collect();
     let parents = tree
         .nodes
         .iter()
@@ -52,13 +46,28 @@ pub fn layout(tree: &Tree) -> Layout {
                 .and_then(|p| tree.nodes.iter().position(|m| &m.id == p))
         })
         .collect();
+    Layout {
+        parents,
+        ..indented_rows(&depths)
+    }
+}
+
+/// One row per entry, indented by its depth; the columns start right of the deepest text.
+/// (`parents` is left empty for the caller.)
+pub(crate) fn indented_rows(depths: &[usize]) -> Layout {
+    let max_depth = depths.iter().copied().max().unwrap_or(0) as f64;
+    let positions: Vec<(f64, f64)> = depths
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| (LEFT + d as f64 * INDENT, TOP + i as f64 * ROW))
+        .collect();
     let columns_x = LEFT + max_depth * INDENT + 430.0;
     Layout {
         positions,
-        parents,
+        parents: Vec::new(),
         columns_x,
         width: columns_x + 2.0 * (BAR_W + 46.0) + RESULT_W + 110.0,
-        height: TOP + tree.nodes.len() as f64 * ROW + 8.0,
+        height: TOP + depths.len() as f64 * ROW + 8.0,
     }
 }
 
@@ -78,7 +87,7 @@ fn safe_id(id: &str) -> String {
         .collect()
 }
 
-fn clip(text: &str, chars: usize) -> String {
+pub(crate) fn clip(text: &str, chars: usize) -> String {
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() <= chars {
         return flat;
@@ -87,7 +96,7 @@ fn clip(text: &str, chars: usize) -> String {
     format!("{cut}…")
 }
 
-fn label(x: f64, y: f64, text: impl Into<String>, size: u32, fill: &str) -> Text {
+pub(crate) fn label(x: f64, y: f64, text: impl Into<String>, size: u32, fill: &str) -> Text {
     Text::new(text.into())
         .set("x", x)
         .set("y", y)
