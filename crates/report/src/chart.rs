@@ -268,21 +268,8 @@ mod tests {
     use super::*;
 
     fn attempt(round: u32, speedup: Option<f64>) -> Attempt {
-        Attempt {
-            candidate: Some(round as i64),
-            parent: None,
-            node_id: None,
-            round,
-            cycle: 0,
-            origin: "coder".into(),
-            status: Some(if speedup.is_some() { "passed" } else { "compile_error" }.into()),
-            reason: None,
-            speedup,
-            relative_noise: None,
-            final_speedup: None,
-            final_status: None,
-            note: None,
-        }
+        let status = if speedup.is_some() { "passed" } else { "compile_error" };
+        Attempt::for_test(round as i64, None, round, status, speedup)
     }
 
     #[test]

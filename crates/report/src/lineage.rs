@@ -9,10 +9,9 @@
 
 use crate::chart::status_colour;
 use crate::model::Attempt;
-use crate::tree::{clip, indented_rows, label};
+use crate::tree::{clip, connectors, indented_rows, label, marker};
 use std::collections::HashMap;
-use svg::node::element::path::Data;
-use svg::node::element::{Group, Path, Rectangle, Title};
+use svg::node::element::{Group, Title};
 use svg::Document;
 
 /// Width of the text column (how the candidate was made).
@@ -118,38 +117,14 @@ pub fn lineage_svg(attempts: &[Attempt], best: Option<i64>) -> String {
     for (text, x) in [("candidate: how it was made", 10.0), ("outcome", outcome_x)] {
         doc = doc.add(label(x, 14.0, text, 11, "#666666").set("font-weight", "bold"));
     }
-    let mut edges = Group::new()
-        .set("fill", "none")
-        .set("stroke", "#b0b0b0")
-        .set("stroke-width", 1.2);
-    for (i, row) in rows.iter().enumerate() {
-        if let Some(p) = row.parent {
-            let (px, py) = l.positions[p];
-            let (x, y) = l.positions[i];
-            let data = Data::new()
-                .move_to((px + 8.0, py + 10.0))
-                .vertical_line_to(y)
-                .horizontal_line_to(x);
-            edges = edges.add(Path::new().set("d", data));
-        }
-    }
-    doc = doc.add(edges);
+    let parents: Vec<Option<usize>> = rows.iter().map(|r| r.parent).collect();
+    doc = doc.add(connectors(&l.positions, &parents));
     for (row, &(x, y)) in rows.iter().zip(&l.positions) {
         let a = row.attempt;
         let id = a.candidate.unwrap_or(-1).to_string();
         let colour = a.status.as_deref().map(status_colour).unwrap_or("#17becf");
         let id_w = 12.0 + CHAR_W * id.chars().count() as f64;
-        let mut marker = Rectangle::new()
-            .set("x", x)
-            .set("y", y - 10.0)
-            .set("width", id_w)
-            .set("height", 20)
-            .set("rx", 4)
-            .set("fill", colour);
         let is_best = best.is_some() && a.candidate == best;
-        if is_best {
-            marker = marker.set("stroke", "#f0b400").set("stroke-width", 3);
-        }
         let text_x = x + id_w + 8.0;
         let room = ((outcome_x - text_x - 12.0) / CHAR_W).max(8.0) as usize;
         let mut result = outcome(a);
@@ -161,7 +136,7 @@ pub fn lineage_svg(attempts: &[Attempt], best: Option<i64>) -> String {
                 .set("class", "lineage-node")
                 .set("data-candidate", id.clone())
                 .add(Title::new(tooltip(a)))
-                .add(marker)
+                .add(marker((x, y), id_w, colour, is_best))
                 .add(label(x + 6.0, y + 4.0, id, 12, "#ffffff").set("font-weight", "bold"))
                 .add(label(text_x, y + 4.0, clip(&describe(a), room), 12, "#222222"))
                 .add(label(
@@ -181,25 +156,13 @@ mod tests {
     use super::*;
 
     fn attempt(candidate: Option<i64>, parent: Option<i64>, status: &str, speedup: Option<f64>) -> Attempt {
-        Attempt {
-            candidate,
-            parent,
-            node_id: Some("root".into()),
-            round: candidate.unwrap_or(0) as u32,
-            cycle: 0,
-            origin: if parent.is_none() {
-                "seed".into()
-            } else {
-                "coder".into()
-            },
-            status: Some(status.into()),
-            reason: None,
-            speedup,
-            relative_noise: None,
-            final_speedup: None,
-            final_status: None,
-            note: None,
+        let id = candidate.unwrap_or(0);
+        let mut a = Attempt::for_test(id, parent, id as u32, status, speedup);
+        a.candidate = candidate;
+        if parent.is_none() {
+            a.origin = "seed".into();
         }
+        a
     }
 
     #[test]

@@ -122,6 +122,32 @@ impl Attempt {
     pub fn is_done(&self) -> bool {
         self.status.is_some()
     }
+
+    /// A coder's candidate for the unit tests; the rest of the fields empty.
+    #[cfg(test)]
+    pub(crate) fn for_test(
+        candidate: i64,
+        parent: Option<i64>,
+        round: u32,
+        status: &str,
+        speedup: Option<f64>,
+    ) -> Attempt {
+        Attempt {
+            candidate: Some(candidate),
+            parent,
+            node_id: None,
+            round,
+            cycle: 0,
+            origin: "coder".into(),
+            status: Some(status.into()),
+            reason: None,
+            speedup,
+            relative_noise: None,
+            final_speedup: None,
+            final_status: None,
+            note: None,
+        }
+    }
 }
 
 /// The best candidate: its source, its diff against the seed, and its per-workload numbers.

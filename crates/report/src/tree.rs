@@ -174,16 +174,7 @@ fn node_group(n: &TreeNode, (x, y): (f64, f64), columns_x: f64) -> Group {
     let text_colour = if dim { "#777777" } else { "#222222" };
     let id = safe_id(&n.id);
     let id_w = 12.0 + CHAR_W * id.chars().count() as f64;
-    let mut marker = Rectangle::new()
-        .set("x", x)
-        .set("y", y - 10.0)
-        .set("width", id_w)
-        .set("height", 20)
-        .set("rx", 4)
-        .set("fill", colour);
-    if n.best {
-        marker = marker.set("stroke", "#f0b400").set("stroke-width", 3);
-    }
+    let marker = marker((x, y), id_w, colour, n.best);
     let text_x = x + id_w + 8.0;
     let room = ((columns_x - text_x - 12.0) / CHAR_W).max(8.0) as usize;
     let mut main = format!("{}: {}", n.decision, n.choice);
@@ -254,6 +245,42 @@ fn node_group(n: &TreeNode, (x, y): (f64, f64), columns_x: f64) -> Group {
     g
 }
 
+/// Elbow connectors from each row's parent down and across to the row.
+pub(crate) fn connectors(positions: &[(f64, f64)], parents: &[Option<usize>]) -> Group {
+    let mut edges = Group::new()
+        .set("fill", "none")
+        .set("stroke", "#b0b0b0")
+        .set("stroke-width", 1.2);
+    for (i, parent) in parents.iter().enumerate() {
+        if let Some(p) = parent {
+            let (px, py) = positions[*p];
+            let (x, y) = positions[i];
+            let data = Data::new()
+                .move_to((px + 8.0, py + 10.0))
+                .vertical_line_to(y)
+                .horizontal_line_to(x);
+            edges = edges.add(Path::new().set("d", data));
+        }
+    }
+    edges
+}
+
+/// A row's id marker: a rounded box in the status colour, outlined in gold for the best.
+pub(crate) fn marker((x, y): (f64, f64), width: f64, colour: &str, best: bool) -> Rectangle {
+    let r = Rectangle::new()
+        .set("x", x)
+        .set("y", y - 10.0)
+        .set("width", width)
+        .set("height", 20)
+        .set("rx", 4)
+        .set("fill", colour);
+    if best {
+        r.set("stroke", "#f0b400").set("stroke-width", 3)
+    } else {
+        r
+    }
+}
+
 /// The tree as one `<svg>` element.
 pub fn tree_svg(tree: &Tree) -> String {
     let l = layout(tree);
@@ -272,22 +299,7 @@ pub fn tree_svg(tree: &Tree) -> String {
         doc = doc.add(label(x, 14.0, text, 11, "#666666").set("font-weight", "bold"));
     }
     // Connectors first, so that markers are drawn over them.
-    let mut edges = Group::new()
-        .set("fill", "none")
-        .set("stroke", "#b0b0b0")
-        .set("stroke-width", 1.2);
-    for (i, parent) in l.parents.iter().enumerate() {
-        if let Some(p) = parent {
-            let (px, py) = l.positions[*p];
-            let (x, y) = l.positions[i];
-            let data = Data::new()
-                .move_to((px + 8.0, py + 10.0))
-                .vertical_line_to(y)
-                .horizontal_line_to(x);
-            edges = edges.add(Path::new().set("d", data));
-        }
-    }
-    doc = doc.add(edges);
+    doc = doc.add(connectors(&l.positions, &l.parents));
     for (n, pos) in tree.nodes.iter().zip(&l.positions) {
         doc = doc.add(node_group(n, *pos, l.columns_x));
     }
