@@ -30,7 +30,8 @@ HONEST = ["cudaLaunchKernel", "__cudaPushCallConfiguration", "__cudaPopCallConfi
           "cudaFuncSetAttribute", "cudaGetDevice", "cudaDeviceGetAttribute",
           "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "cudaGetLastError", "expf",
           "__stack_chk_fail", "__gxx_personality_v0", "_Unwind_Resume", "__gmon_start__",
-          "cudaSetDevice", "timeline", "openmp_helper", "systematic", "clock_rate"]
+          "cudaSetDevice", "timeline", "openmp_helper", "systematic", "clock_rate",
+          "cudaGetDriverEntryPoint", "cuTensorMapEncodeTiled", "cuda_stream_helper"]
 
 
 class Rules(unittest.TestCase):
@@ -53,7 +54,9 @@ class Rules(unittest.TestCase):
             "memory mapping": ["mprotect", "mmap64"],
             "environment": ["getenv", "environ"],
             "cuda streams": ["cudaStreamCreateWithFlags", "cudaLaunchHostFunc",
-                             "cudaGraphLaunch", "cudaIpcOpenMemHandle", "cudaLaunchKernel_ptsz"],
+                             "cudaGraphLaunch", "cudaIpcOpenMemHandle", "cudaLaunchKernel_ptsz",
+                             "cuStreamCreate", "cuLaunchHostFunc", "cuCtxCreate_v2",
+                             "cuModuleLoadData", "cuGetProcAddress_v2"],
         }
         self.assertEqual(sorted(cases), sorted(name for name, _, _ in imports.RULES))
         for rule, symbols in cases.items():
@@ -109,6 +112,8 @@ class Builds(unittest.TestCase):
             "host_thread.cu": ("_ZNSt6thread15_M_start_thread", "starts a host thread"),
             "side_stream.cu": ("cudaStreamCreateWithFlags (kernel.cu)",
                                "works outside the default stream"),
+            "driver_stream.cu": ("cuStreamCreate (kernel.cu)", "works outside the default stream"),
+            "raw_syscall.cu": ("the instruction syscall in", "makes a system call directly"),
         }
         for name, (symbol, why) in expected.items():
             with self.subTest(name):
@@ -139,6 +144,32 @@ class Builds(unittest.TestCase):
             with self.subTest(os.path.relpath(path, ROOT)):
                 result = self.build(path)
                 self.assertTrue(result["ok"], result["log"])
+
+    def test_the_driver_entry_point_for_tma_descriptors_is_allowed(self):
+        # Hopper kernels encode TMA descriptors through it (CUTLASS does): not refused.
+        source = ('#include <cuda.h>\n#include <cuda_runtime.h>\n'
+                  'extern "C" void f(float* y) {\n  void* fn = nullptr;\n'
+                  '  cudaDriverEntryPointQueryResult q;\n'
+                  '  cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &q);\n}\n')
+        path = os.path.join(self.tmp.name, "tma.cu")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(source)
+        result = self.build(path)
+        self.assertTrue(result["ok"], result["log"])
+        self.assertEqual(result["import_check"], "on")
+
+    def test_the_record_says_when_the_check_was_off(self):
+        with mock.patch.dict(os.environ, {"KSEARCH_IMPORT_CHECK": "off"}):
+            result = self.build(os.path.join(ADVERSARIAL, "honest.cu"))
+        self.assertEqual(result["import_check"], "off")
+
+    def test_without_the_check_the_driver_stream_still_does_not_link(self):
+        # -z defs: the driver library is not on the link line, so the symbol stays unresolved.
+        with mock.patch.dict(os.environ, {"KSEARCH_IMPORT_CHECK": "off"}):
+            result = self.build(os.path.join(ADVERSARIAL, "driver_stream.cu"))
+        self.assertFalse(result["ok"])
+        self.assertNotIn("refused", result)
+        self.assertIn("cuStreamCreate", result["log"])
 
     def test_a_missing_nm_is_a_setup_error_naming_it(self):
         with mock.patch.dict(os.environ, {"KSEARCH_NM": "/nonexistent/nm"}):

@@ -168,6 +168,7 @@ impl<'a> Assembler<'a> {
                     cached,
                     arch,
                     refused,
+                    import_check,
                 } => {
                     compile = Some(CompileReport {
                         ok,
@@ -178,6 +179,7 @@ impl<'a> Assembler<'a> {
                         cached,
                         arch,
                         refused,
+                        import_check,
                     })
                 }
                 Event::Workload(w) => {

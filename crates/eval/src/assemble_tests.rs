@@ -207,6 +207,10 @@ fn a_build_refused_for_its_imports_is_rejected_not_a_compile_error() {
         c.refused.as_deref(),
         Some("the compiled code imports dlsym (kernel.cu): it looks up code")
     );
+    // Which defences a build had is kept in the record.
+    let unchecked = r#"{"event": "compile", "ok": true, "command": ["nvcc"], "log": "", "import_check": "off"}"#;
+    let e = finish_on("cuda:0", true, &[unchecked, DONE], Exit::Code(0));
+    assert_eq!(e.compile.as_ref().unwrap().import_check.as_deref(), Some("off"));
     // A build that failed on its own is still a compile error.
     let failed = r#"{"event": "compile", "ok": false, "command": ["nvcc"], "log": "error: x"}"#;
     let e = finish_on("cuda:0", true, &[failed, DONE], Exit::Code(0));

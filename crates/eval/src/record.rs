@@ -32,6 +32,8 @@ pub(crate) enum Event {
         arch: Option<String>,
         #[serde(default)]
         refused: Option<String>,
+        #[serde(default)]
+        import_check: Option<String>,
     },
     Workload(Box<WorkloadEvent>),
     TaskError {
@@ -124,6 +126,10 @@ pub struct CompileReport {
     /// `rejected`, not `compile_error`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// Backend cuda: `on`, or `off` when KSEARCH_IMPORT_CHECK=off built it without the check
+    /// (kept so a record says which defences it had).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub import_check: Option<String>,
 }
 
 /// What ptxas reported for one kernel (entry function). `None` where this ptxas version does

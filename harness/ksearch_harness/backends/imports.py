@@ -14,13 +14,20 @@ The objects are checked, not the linked library, because the CUDA runtime that n
 statically itself calls dlopen, dlsym and pthread_create (to load the driver); in the objects
 only the candidate's own calls appear.
 
+Beside the imports, the objects' host code is disassembled (`objdump -d`) for the instructions
+that reach the kernel or the clock without any import: `syscall`, `sysenter`, `int $0x80`,
+`rdtsc`, `rdtscp`, however they were written (`.byte 0x0f, 0x05` passes every name-based rule).
+The device code is not x86 and is not looked at (inline PTX cannot make system calls).
+
 What this cannot see: code that finds functions without importing them (walking the loader's
-structures from the address of an allowed function, or raw `syscall` instructions, which the
-static checks refuse by name). It raises the price of the attack from two macros to a
-hand-written ELF walker, it does not make the process boundary that a worker would.
+structures from the address of an allowed function), and the CUDA driver's own entry points
+reached through `cudaGetDriverEntryPoint`, which is allowed because Hopper kernels use it to
+encode TMA descriptors (CUTLASS does); streams made that way are left to the runtime defence
+(the host clock around a device-wide synchronise). It raises the price of the attack from two
+macros to a hand-written ELF walker; it does not make the process boundary that a worker would.
 
 Set KSEARCH_IMPORT_CHECK=off to build without it (bench/adversarial_gpu.sh does, to test the
-runtime defences behind it).
+runtime defences behind it); the compile event then says `"import_check": "off"`.
 """
 
 import hashlib
@@ -71,50 +78,91 @@ RULES = (
      "reads or changes the environment; a kernel's behaviour must depend only on its arguments"),
     ("cuda streams",
      r"cudaStream(Create\w*|AddCallback|BeginCapture\w*)|cudaLaunchHostFunc|cudaGraph\w*"
-     r"|cudaIpc\w*|\w+_pt(sz|ds)",
+     r"|cudaIpc\w*|\w+_pt(sz|ds)"
+     r"|cu(Stream|Graph|Ipc|Ctx|Event)\w*|cuLaunchHostFunc\w*|cu(Module|Library)Load\w*"
+     r"|cuGetProcAddress\w*",
      "works outside the default stream (another stream, a graph, a host callback, the "
-     "per-thread default stream, another process's memory); launch on the default stream, "
-     "which the harness times and synchronises"),
+     "per-thread default stream, another process's memory, the driver's contexts or code "
+     "loading); launch on the default stream, which the harness times and synchronises"),
 )
+
+# Host instructions that need no import: (AT&T mnemonic as objdump prints it, why refused).
+INSTRUCTIONS = (
+    (r"syscall|sysenter|int\s+\$0x80", "makes a system call directly, bypassing every import"),
+    (r"rdtscp?", "reads the time-stamp counter; a kernel reads no clock"),
+)
+_INSTRUCTION = re.compile(r"^\s*[0-9a-f]+:\s+(?P<insn>" + "|".join(p for p, _ in INSTRUCTIONS)
+                          + r")\b")
 
 _COMPILED = tuple((name, re.compile(pattern), reason) for name, pattern, reason in RULES)
 
 # Part of the build cache's key: a library stored under other rules is checked again.
-RULES_DIGEST = hashlib.sha256(repr(RULES).encode("utf-8")).hexdigest()[:16]
+RULES_DIGEST = hashlib.sha256(repr((RULES, INSTRUCTIONS)).encode("utf-8")).hexdigest()[:16]
 
 
 def enabled():
     return os.environ.get("KSEARCH_IMPORT_CHECK", "on").lower() not in ("off", "0", "no")
 
 
-def find_nm():
-    """The `nm` of binutils (nvcc's host toolchain needs binutils to link, so it is there)."""
-    found = os.environ.get("KSEARCH_NM") or shutil.which("nm")
+def _find(tool, variable):
+    """binutils' `tool` (nvcc's host toolchain needs binutils to link, so it is there)."""
+    found = os.environ.get(variable) or shutil.which(tool)
     if not found:
-        raise SetupError("backend cuda checks what the compiled candidate imports with `nm`, "
-                         "which is not on PATH: install binutils (Debian: apt install binutils) "
-                         "or set KSEARCH_NM")
+        raise SetupError(f"backend cuda checks the compiled candidate with `{tool}`, which is "
+                         f"not on PATH: install binutils (Debian: apt install binutils) or set "
+                         f"{variable}")
     return found
 
 
-def undefined_symbols(nm, obj, timeout=30):
-    """The names of `obj`'s undefined symbols (strong and weak), as the object holds them."""
+def find_tools():
+    """(nm, objdump)."""
+    return _find("nm", "KSEARCH_NM"), _find("objdump", "KSEARCH_OBJDUMP")
+
+
+def _run(tool, args, obj, what, timeout=30):
     try:
-        out = subprocess.run([nm, "--undefined-only", "--format=posix", obj],
-                             capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        out = subprocess.run([tool, *args, obj], capture_output=True, timeout=timeout,
+                             stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        raise SetupError(f"{nm} took over {timeout} s to list {obj}'s symbols") from None
+        raise SetupError(f"{tool} took over {timeout} s to {what} {obj}") from None
     except OSError as e:
-        raise SetupError(f"cannot run {nm!r}: {e}") from None
+        raise SetupError(f"cannot run {tool!r}: {e}") from None
     if out.returncode != 0:
         text = out.stderr.decode("utf-8", "replace").strip()
-        raise SetupError(f"{nm} could not read the compiled object {obj}: {text}")
-    names = []
-    for line in out.stdout.decode("utf-8", "replace").splitlines():
-        fields = line.split()
-        if fields:
-            names.append(fields[0])
-    return names
+        raise SetupError(f"{tool} could not {what} the compiled object {obj}: {text}")
+    return out.stdout.decode("utf-8", "replace")
+
+
+def undefined_symbols(nm, obj):
+    """The names of `obj`'s undefined symbols (strong and weak), as the object holds them."""
+    text = _run(nm, ["--undefined-only", "--format=posix"], obj, "list the symbols of")
+    return [line.split()[0] for line in text.splitlines() if line.split()]
+
+
+def refused_instructions(objdump, obj):
+    """[(instruction, function it is in, reason)] for the refused instructions of the host code."""
+    found, function = [], "?"
+    text = _run(objdump, ["-d", "--no-show-raw-insn"], obj, "disassemble")
+    for line in text.splitlines():
+        head = re.match(r"^[0-9a-f]+ <(?P<name>[^>]+)>:$", line)
+        if head:
+            function = head.group("name")
+            continue
+        m = _INSTRUCTION.match(line)
+        if m:
+            insn = re.sub(r"\s+", " ", m.group("insn"))
+            why = next(r for p, r in INSTRUCTIONS if re.fullmatch(p, m.group("insn")))
+            found.append((insn, function, why))
+    return found
+
+
+def check_object(tools, obj):
+    """[(what, rule name, reason)]: refused imports, then refused instructions (as `insn in f`)."""
+    nm, objdump = tools
+    found = violations(undefined_symbols(nm, obj))
+    found += [(f"the instruction {insn} in {function}", "instruction", why)
+              for insn, function, why in refused_instructions(objdump, obj)]
+    return found
 
 
 def _plain(name):
@@ -143,10 +191,11 @@ def describe(found_by_source):
     by_rule = {}
     for source, found in found_by_source:
         for symbol, name, reason in found:
-            entry = by_rule.setdefault(name, (reason, []))
+            entry = by_rule.setdefault((name, reason), [])
             text = f"{symbol} ({source})"
-            if text not in entry[1]:
-                entry[1].append(text)
-    for name, (reason, symbols) in by_rule.items():
-        lines.append(f"the compiled code imports {', '.join(symbols)}: it {reason}")
+            if text not in entry:
+                entry.append(text)
+    for (name, reason), symbols in by_rule.items():
+        verb = "has" if name == "instruction" else "imports"
+        lines.append(f"the compiled code {verb} {', '.join(symbols)}: it {reason}")
     return "; ".join(lines)

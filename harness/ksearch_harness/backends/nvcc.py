@@ -2,7 +2,7 @@
 
 Commands (docs/protocol.md, Backend cuda), one compile per source, then one link:
     nvcc -O3 -arch=ARCH -Xcompiler -fPIC -Xptxas -v -lineinfo EXTRA -c -o objects/N.o FILE.cu
-    nvcc -arch=ARCH -Xcompiler -fPIC -shared EXTRA -o candidate.so objects/*.o
+    nvcc -arch=ARCH -Xcompiler -fPIC -shared -Xlinker -z,defs EXTRA -o candidate.so objects/*.o
 `-Xptxas -v` makes ptxas report each kernel's registers, spills and shared memory (ptxas.py);
 `-lineinfo` lets compute-sanitizer name source lines and changes no generated code. The CUDA
 runtime is linked statically (nvcc's default), so the library needs no libcudart at run time.
@@ -78,8 +78,10 @@ def compile_command(nvcc, arch, extra, cu_file, obj):
 
 
 def link_command(nvcc, arch, extra, objects):
-    return [nvcc, f"-arch={arch}", "-Xcompiler", "-fPIC", "-shared"] + extra + \
-        ["-o", sources.LIBRARY] + objects
+    # -z defs: every symbol the library uses must come from what it is linked with (the C and
+    # C++ runtimes, the static CUDA runtime, -l flags), not from whatever process loads it.
+    return [nvcc, f"-arch={arch}", "-Xcompiler", "-fPIC", "-shared", "-Xlinker", "-z,defs"] + \
+        extra + ["-o", sources.LIBRARY] + objects
 
 
 def commands(nvcc, arch, extra, cu_files):
@@ -123,7 +125,7 @@ def build(checked, workdir, limits, arch, cache_dir):
     cu_files = [p for p, _ in checked.sources if p.endswith(".cu")]
     steps, link = commands(nvcc, arch, checked.extra_flags, cu_files)
     cmd = shown(steps, link)
-    nm = imports.find_nm() if imports.enabled() else None
+    tools = imports.find_tools() if imports.enabled() else None
     library = os.path.join(folder, sources.LIBRARY)
     start = time.perf_counter()
     flags = [a for a in cmd if a != nvcc]  # where nvcc lives does not change the library
@@ -133,7 +135,8 @@ def build(checked, workdir, limits, arch, cache_dir):
     if hit is not None:
         return {"ok": True, "seconds": time.perf_counter() - start, "command": cmd,
                 "log": hit.get("log", ""), "resources": hit.get("resources", []),
-                "cached": True, "arch": arch, "compiler": release, "library": library}
+                "cached": True, "arch": arch, "compiler": release, "library": library,
+                "import_check": "on" if tools else "off"}
     os.makedirs(os.path.join(folder, OBJECTS), exist_ok=True)
     limit = float(limits.get("compile_timeout_s", 30))
     deadline = start + limit
@@ -146,8 +149,8 @@ def build(checked, workdir, limits, arch, cache_dir):
         full_logs.append(full)
         if not ok:
             break
-    if ok and nm is not None:
-        found = [(source, imports.violations(imports.undefined_symbols(nm, os.path.join(folder, obj))))
+    if ok and tools is not None:
+        found = [(source, imports.check_object(tools, os.path.join(folder, obj)))
                  for source, obj, _ in steps]
         found = [(source, v) for source, v in found if v]
         if found:
@@ -165,7 +168,7 @@ def build(checked, workdir, limits, arch, cache_dir):
                                 "seconds": seconds, "nvcc": release, "arch": arch})
     result = {"ok": ok, "seconds": seconds, "command": cmd, "log": text,
               "resources": resources, "cached": False, "arch": arch, "compiler": release,
-              "library": library if ok else None}
+              "library": library if ok else None, "import_check": "on" if tools else "off"}
     if refused:
         result["refused"] = refused
     return result
