@@ -64,10 +64,16 @@ def open_device(backend, name, allow_cpu=False):
     return torch, torch.device("cuda", index)
 
 
+# Compute capabilities whose newest instructions exist only in the arch-specific target
+# (`a`): Hopper's wgmma and TMA (9.0), Blackwell's tcgen05 and tensor memory (10.0, 10.3, and
+# 11.0, called 10.1 before CUDA 13), and the consumer Blackwell parts (12.0, 12.1).
+ARCH_SPECIFIC = {(9, 0), (10, 0), (10, 1), (10, 3), (11, 0), (12, 0), (12, 1)}
+
+
 def arch_of(major, minor):
-    """nvcc's -arch for a compute capability: sm_90a on Hopper (its wgmma/TMA instructions
-    exist only in the arch-specific target), sm_XY elsewhere."""
-    return f"sm_{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
+    """nvcc's -arch for a compute capability: sm_90a on Hopper, sm_100a on the B200 (their
+    newest instructions exist only in the arch-specific target), sm_XY elsewhere."""
+    return f"sm_{major}{minor}" + ("a" if (major, minor) in ARCH_SPECIFIC else "")
 
 
 def describe(torch, device):

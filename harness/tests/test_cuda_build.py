@@ -11,6 +11,7 @@ import sys
 import tempfile
 import unittest
 
+from ksearch_harness import gpu
 from ksearch_harness.backends import cuda, nvcc
 from ksearch_harness.errors import SetupError
 
@@ -187,6 +188,14 @@ class Refusals(unittest.TestCase):
         self.assertIn("not among the sources", self.refused(candidate(entry="other.cu::scale")))
         self.assertIn("extern \"C\"", self.refused(candidate(entry="kernel.cu::not-a-name")))
         self.assertIn("language 'c'", self.refused({**candidate(), "language": "c"}))
+
+
+class Arch(unittest.TestCase):
+    def test_arch_specific_targets_where_the_newest_instructions_need_them(self):
+        cases = {(8, 0): "sm_80", (8, 9): "sm_89", (9, 0): "sm_90a", (10, 0): "sm_100a",
+                 (10, 3): "sm_103a", (12, 0): "sm_120a", (7, 5): "sm_75"}
+        for (major, minor), arch in cases.items():
+            self.assertEqual(gpu.arch_of(major, minor), arch)
 
 
 if __name__ == "__main__":
