@@ -38,9 +38,11 @@
 //! keep (`full`), or nothing (`none`).
 //!
 //! # Overrides
-//! [`Kb::from_dir`] loads the same layout from a folder (tests, or a user's own devices and
-//! patterns); [`Kb::with_overrides`] lays such a set over the built-in one, replacing entries by
-//! name or id.
+//! [`Kb::from_dir`] loads the same layout from a folder that is complete in itself (tests);
+//! [`Kb::with_dir`] lays a folder of a user's own devices, patterns, translation layers and
+//! families over the built-in knowledge base (what `KSEARCH_KB=DIR` does), replacing entries
+//! by name or id and checking references across both; [`Kb::with_overrides`] does the same with
+//! a knowledge base already loaded.
 
 mod assertions;
 mod context;
@@ -62,13 +64,21 @@ pub use kinds::{Context, DeviceKind, Regime, TargetKind};
 pub use pattern::{Hints, Pattern, Priors};
 pub use translation::{FamilyProperties, Mapping, PatternNote, Translation};
 
-use load::{parse_all, Entry, Sources, FOLDERS};
+use load::{parse_all, Entry, Sources};
 use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The most characters a `full` prompt slice for one target may have (checked by the tests for
 /// every built-in device).
 pub const MAX_SLICE_CHARS: usize = 4000;
+
+/// Parsed, individually valid entries of each folder, not yet checked as a whole.
+struct Parts {
+    hardware: Vec<Entry<HardwareSpec>>,
+    patterns: Vec<Entry<Pattern>>,
+    translations: Vec<Entry<Translation>>,
+    families: Vec<Entry<AssertionFamily>>,
+}
 
 /// The loaded, validated knowledge base. Entries are sorted by name/id.
 #[derive(Debug, Clone)]
@@ -91,31 +101,44 @@ impl Kb {
     /// `translation/`, `assertions/`; any may be missing, not all). It must be complete in
     /// itself: the patterns and families its translation layers name must be in it too.
     pub fn from_dir(dir: &Path) -> Result<Kb, KbError> {
-        let sources = load::folder(dir)?;
-        if sources.iter().all(Option::is_none) {
-            return Err(KbError::one(
-                dir.display().to_string(),
-                "",
-                format!(
-                    "has none of the folders {}",
-                    FOLDERS.map(|f| format!("{f}/")).join(", ")
-                ),
-            ));
-        }
-        Kb::from_sources(sources)
+        Kb::from_sources(load::folder_with_some(dir)?)
+    }
+
+    /// This knowledge base with the files of `dir` (laid out like `kb/`) laid over it: each file
+    /// adds an entry, or replaces the one of the same name or id (which is also its file name).
+    /// Unlike [`Kb::from_dir`], the folder need not be complete in itself: a new translation
+    /// layer may name built-in patterns and families, a new pattern may be named by a built-in
+    /// layer. Every problem is reported as `file: field: what is wrong` with the file's path
+    /// under `dir`, including a `.toml` file outside the four folders (it would be ignored).
+    /// This is what `KSEARCH_KB=DIR` does for the CLI.
+    pub fn with_dir(self, dir: &Path) -> Result<Kb, KbError> {
+        self.merge(Kb::parse(load::folder_with_some(dir)?)?)
     }
 
     fn from_sources(sources: Sources) -> Result<Kb, KbError> {
+        let Parts {
+            hardware,
+            patterns,
+            translations,
+            families,
+        } = Kb::parse(sources)?;
+        Kb::assemble(hardware, patterns, translations, families)
+    }
+
+    /// Parses and validates every file on its own (what [`Kb::assemble`] checks is left to it).
+    fn parse(sources: Sources) -> Result<Parts, KbError> {
         let [hw, pats, layers, fams] = sources;
         let mut problems = Vec::new();
-        let hardware = parse_all(hw, HardwareSpec::validate, &mut problems);
-        let patterns = parse_all(pats, Pattern::validate, &mut problems);
-        let translations = parse_all(layers, Translation::validate, &mut problems);
-        let families = parse_all(fams, AssertionFamily::validate, &mut problems);
+        let parts = Parts {
+            hardware: parse_all(hw, HardwareSpec::validate, &mut problems),
+            patterns: parse_all(pats, Pattern::validate, &mut problems),
+            translations: parse_all(layers, Translation::validate, &mut problems),
+            families: parse_all(fams, AssertionFamily::validate, &mut problems),
+        };
         if !problems.is_empty() {
             return Err(KbError::Invalid(problems));
         }
-        Kb::assemble(hardware, patterns, translations, families)
+        Ok(parts)
     }
 
     /// Sorts, indexes and checks what no single file can: unique names, aliases and ids, and
@@ -260,6 +283,16 @@ impl Kb {
     /// This knowledge base with `overrides` laid over it: devices, patterns, translation layers
     /// and families of the same name or id are replaced, new ones added.
     pub fn with_overrides(self, overrides: Kb) -> Result<Kb, KbError> {
+        self.merge(Parts {
+            hardware: overrides.hardware,
+            patterns: overrides.patterns,
+            translations: overrides.translations,
+            families: overrides.families,
+        })
+    }
+
+    /// Replaces entries by name or id, adds the others, and checks the result as a whole.
+    fn merge(self, over: Parts) -> Result<Kb, KbError> {
         fn merge<T>(base: Vec<Entry<T>>, over: Vec<Entry<T>>, key: impl Fn(&T) -> String) -> Vec<Entry<T>> {
             let mut map: BTreeMap<String, Entry<T>> = base.into_iter().map(|e| (key(&e.item), e)).collect();
             for e in over {
@@ -268,11 +301,23 @@ impl Kb {
             map.into_values().collect()
         }
         Kb::assemble(
-            merge(self.hardware, overrides.hardware, |h| h.name.clone()),
-            merge(self.patterns, overrides.patterns, |p| p.id.clone()),
-            merge(self.translations, overrides.translations, |t| t.id.clone()),
-            merge(self.families, overrides.families, |f| f.family.clone()),
+            merge(self.hardware, over.hardware, |h| h.name.clone()),
+            merge(self.patterns, over.patterns, |p| p.id.clone()),
+            merge(self.translations, over.translations, |t| t.id.clone()),
+            merge(self.families, over.families, |f| f.family.clone()),
         )
+    }
+
+    /// Every file the entries were loaded from (`kb/hardware/h200.toml`, or a path under the
+    /// folder given to [`Kb::from_dir`] or [`Kb::with_dir`]), sorted.
+    pub fn files(&self) -> Vec<&str> {
+        let mut files: Vec<&str> = (self.hardware.iter().map(|e| e.file.as_str()))
+            .chain(self.patterns.iter().map(|e| e.file.as_str()))
+            .chain(self.translations.iter().map(|e| e.file.as_str()))
+            .chain(self.families.iter().map(|e| e.file.as_str()))
+            .collect();
+        files.sort_unstable();
+        files
     }
 
     /// The device called `name_or_alias` (`h200`, `H200`, `NVIDIA H200`, `m4-max`, `cpu`).

@@ -55,31 +55,87 @@ pub(crate) fn builtin() -> Result<Sources, KbError> {
     }
 }
 
-/// A folder laid out like `kb/`; a missing sub-folder is `None`.
-pub(crate) fn folder(dir: &Path) -> Result<Sources, KbError> {
-    let io = |path: &Path, source: std::io::Error| KbError::Io {
+/// A folder laid out like `kb/` with at least one of [`FOLDERS`]; a missing sub-folder is
+/// `None`. A `.toml` file that would be ignored (beside the folders, or in a folder of another
+/// name such as `translations/`) is an error naming it, so a misplaced file is not silently
+/// left out.
+pub(crate) fn folder_with_some(dir: &Path) -> Result<Sources, KbError> {
+    let sources = folder(dir)?;
+    let list = || FOLDERS.map(|f| format!("{f}/")).join(", ");
+    if sources.iter().all(Option::is_none) {
+        return Err(KbError::one(
+            dir.display().to_string(),
+            "",
+            format!("has none of the folders {}", list()),
+        ));
+    }
+    let mut problems = Vec::new();
+    for path in entries(dir)? {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if path.is_dir() {
+            if name.starts_with('.') || FOLDERS.contains(&name) {
+                continue;
+            }
+            if entries(&path)?.iter().any(|p| is_toml(p)) {
+                problems.push(Problem::new(
+                    path.display().to_string(),
+                    "",
+                    format!(
+                        "is not a folder of the knowledge base, so its files would be ignored; the folders are {}",
+                        list()
+                    ),
+                ));
+            }
+        } else if is_toml(&path) {
+            problems.push(Problem::new(
+                path.display().to_string(),
+                "",
+                format!(
+                    "is outside the folders of the knowledge base, so it would be ignored; move it into the one for its kind ({})",
+                    list()
+                ),
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(sources)
+    } else {
+        Err(KbError::Invalid(problems))
+    }
+}
+
+fn io(path: &Path, source: std::io::Error) -> KbError {
+    KbError::Io {
         path: path.display().to_string(),
         source,
-    };
+    }
+}
+
+/// The paths in `dir`, sorted.
+fn entries(dir: &Path) -> Result<Vec<std::path::PathBuf>, KbError> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| io(dir, e))? {
+        out.push(entry.map_err(|e| io(dir, e))?.path());
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn is_toml(path: &Path) -> bool {
+    path.extension().and_then(|e| e.to_str()) == Some("toml") && path.is_file()
+}
+
+/// A folder laid out like `kb/`; a missing sub-folder is `None`.
+fn folder(dir: &Path) -> Result<Sources, KbError> {
     std::fs::metadata(dir).map_err(|e| io(dir, e))?;
     let mut sources: Sources = [None, None, None, None];
     for (slot, sub) in sources.iter_mut().zip(FOLDERS) {
         let folder = dir.join(sub);
-        let entries = match std::fs::read_dir(&folder) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(io(&folder, e)),
-        };
-        let mut paths = Vec::new();
-        for entry in entries {
-            let path = entry.map_err(|e| io(&folder, e))?.path();
-            if path.extension().and_then(|e| e.to_str()) == Some("toml") && path.is_file() {
-                paths.push(path);
-            }
+        if !folder.exists() {
+            continue;
         }
-        paths.sort();
         let mut out = Vec::new();
-        for path in paths {
+        for path in entries(&folder)?.into_iter().filter(|p| is_toml(p)) {
             let text = std::fs::read_to_string(&path).map_err(|e| io(&path, e))?;
             out.push(Source {
                 label: path.display().to_string(),

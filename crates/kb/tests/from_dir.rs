@@ -1,7 +1,7 @@
 //! The directory loader (tests and user overrides): malformed files are reported as
 //! `file: field: problem`, and overrides replace built-in entries.
 
-use ksearch_kb::{Context, Kb, KbError, TargetKind};
+use ksearch_kb::{Context, ContextLevel, Kb, KbError, TargetKind, TaskQuery};
 use std::path::Path;
 
 const DEVICE: &str = r#"
@@ -289,4 +289,179 @@ fn overrides_replace_and_extend_builtin() {
         .with_overrides(Kb::from_dir(dir2.path()).unwrap())
         .unwrap_err();
     assert!(err.to_string().contains("'h100' already names h100-sxm"), "{err}");
+}
+
+/// A third translation pair, as a user would add it: one file naming built-in patterns and
+/// families only.
+const TRITON_TO_METAL: &str = r#"
+schema = 1
+id = "triton-to-metal"
+source = "triton"
+target = "metal"
+title = "Triton to Metal (MLX mx.fast.metal_kernel on Apple GPUs)"
+dialect = "metal"
+languages = ["mlx"]
+summary = "A Triton program becomes one threadgroup; its blocks become loops over SIMD-group tiles."
+
+[[mappings]]
+from = "tl.program_id(0)"
+to = "threadgroup_position_in_grid.x"
+constraint = "MLX's grid counts threads, not programs: the grid is programs times the threadgroup size."
+
+[[patterns]]
+id = "simd-reductions"
+note = "tl.sum and tl.max over a block become simd_sum and simd_max plus one threadgroup step."
+
+[[assertions]]
+family = "softmax"
+properties = ["A row longer than one tile is reduced online or in two passes, never truncated."]
+"#;
+
+#[test]
+fn a_folder_laid_over_the_builtin_adds_a_translation_pair() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "translation/triton-to-metal.toml", TRITON_TO_METAL);
+    // Alone it is incomplete (the pattern and family it names are built-in) ...
+    let err = Kb::from_dir(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("'simd-reductions' is not a pattern"), "{err}");
+    // ... laid over the built-in knowledge base it is a third pair.
+    let kb = Kb::builtin().unwrap().with_dir(dir.path()).unwrap();
+    let ids: Vec<&str> = kb.translations().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["cuda-to-metal", "cuda-to-mlx-cuda", "triton-to-metal"]);
+    let file = dir
+        .path()
+        .join("translation/triton-to-metal.toml")
+        .display()
+        .to_string();
+    assert_eq!(kb.source_file("triton-to-metal"), Some(file.as_str()));
+    assert!(kb.files().contains(&file.as_str()) && kb.files().contains(&"kb/hardware/h200.toml"));
+    assert_eq!(kb.translations_into("metal").len(), 2);
+    // Selected like a built-in layer: by the expertise's language, or with every layer into the
+    // target when the task names no expertise.
+    let query = |expertise: &[&str]| TaskQuery {
+        device: "m4-max".into(),
+        language: "mlx".into(),
+        op_type: Some("softmax".into()),
+        expertise_languages: expertise.iter().map(|s| s.to_string()).collect(),
+    };
+    let text = kb.task_context(&query(&["triton"]), ContextLevel::Full).unwrap();
+    assert!(text.contains("Primitive mapping (triton -> metal"), "{text}");
+    assert!(text.contains("never truncated") && !text.contains("(cuda -> metal"));
+    let text = kb.task_context(&query(&[]), ContextLevel::Full).unwrap();
+    assert!(text.contains("(triton -> metal") && text.contains("(cuda -> metal"));
+    // Not on a CUDA device.
+    let mut on_h200 = query(&["triton"]);
+    on_h200.device = "h200".into();
+    assert!(!kb
+        .task_context(&on_h200, ContextLevel::Full)
+        .unwrap()
+        .contains("triton -> metal"));
+}
+
+#[test]
+fn a_folder_laid_over_the_builtin_replaces_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let h200 = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kb/hardware/h200.toml"))
+        .unwrap()
+        .replace("value = 4800", "value = 4900");
+    write(dir.path(), "hardware/h200.toml", &h200);
+    write(dir.path(), "hardware/my-gpu.toml", DEVICE);
+    write(dir.path(), "patterns/my-pattern.toml", PATTERN);
+    let builtin = Kb::builtin().unwrap();
+    let kb = Kb::builtin().unwrap().with_dir(dir.path()).unwrap();
+    assert_eq!(kb.hardware_names().len(), builtin.hardware_names().len() + 1);
+    assert_eq!(kb.patterns().count(), builtin.patterns().count() + 1);
+    let bw = &kb.hardware("h200").unwrap().figures.memory_bandwidth_gbs;
+    assert_eq!(bw.as_ref().unwrap().value, 4900.0);
+}
+
+#[test]
+fn a_folder_laid_over_the_builtin_is_validated() {
+    // A malformed file: its path and the key.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = TRITON_TO_METAL.replace(
+        "constraint = \"MLX's grid counts threads, not programs: the grid is programs times the threadgroup size.\"",
+        "constraint = \"\"",
+    );
+    write(dir.path(), "translation/triton-to-metal.toml", &bad);
+    let err = Kb::builtin().unwrap().with_dir(dir.path()).unwrap_err();
+    let file = dir
+        .path()
+        .join("translation/triton-to-metal.toml")
+        .display()
+        .to_string();
+    assert!(
+        err.to_string()
+            .starts_with(&format!("{file}: mappings[0].constraint: ")),
+        "{err}"
+    );
+    // A syntax error: the path and the line.
+    write(
+        dir.path(),
+        "translation/triton-to-metal.toml",
+        "schema = 1\nid = \"triton-to-metal\n",
+    );
+    let err = Kb::builtin().unwrap().with_dir(dir.path()).unwrap_err();
+    assert!(
+        err.to_string().starts_with(&file) && err.to_string().contains("line 2"),
+        "{err}"
+    );
+    // A reference to nothing, checked against the built-in entries and the folder's together.
+    write(
+        dir.path(),
+        "translation/triton-to-metal.toml",
+        &TRITON_TO_METAL.replace("family = \"softmax\"", "family = \"sorting\""),
+    );
+    let err = Kb::builtin().unwrap().with_dir(dir.path()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains(&format!("{file}: assertions[0].family: 'sorting' is not a family")),
+        "{err}"
+    );
+    // A layer competing with a built-in one for the same tasks.
+    let twin = TRITON_TO_METAL
+        .replace("\"triton-to-metal\"", "\"cuda-to-metal2\"")
+        .replace("source = \"triton\"", "source = \"cuda\"")
+        .replace("target = \"metal\"", "target = \"metal2\"");
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "translation/cuda-to-metal2.toml", &twin);
+    let err = Kb::builtin().unwrap().with_dir(dir.path()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("already translated from cuda by cuda-to-metal"),
+        "{err}"
+    );
+}
+
+#[test]
+fn misplaced_files_are_errors_not_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "hardware/my-gpu.toml", DEVICE);
+    write(dir.path(), "README.md", "notes; ignored");
+    write(dir.path(), ".git/config.toml", "hidden; ignored");
+    write(dir.path(), "drafts/notes.md", "no data; ignored");
+    Kb::builtin().unwrap().with_dir(dir.path()).unwrap();
+    write(dir.path(), "translations/triton-to-metal.toml", TRITON_TO_METAL);
+    write(dir.path(), "my-pattern.toml", PATTERN);
+    let err = Kb::builtin().unwrap().with_dir(dir.path()).unwrap_err();
+    let files: Vec<&str> = err.problems().iter().map(|p| p.file.as_str()).collect();
+    assert_eq!(
+        files,
+        [
+            dir.path().join("my-pattern.toml").display().to_string(),
+            dir.path().join("translations").display().to_string()
+        ],
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("is not a folder of the knowledge base"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("move it into the one for its kind"), "{err}");
+    // A folder with none of the four.
+    let empty = tempfile::tempdir().unwrap();
+    let err = Kb::builtin().unwrap().with_dir(empty.path()).unwrap_err();
+    assert!(err.to_string().contains("has none of the folders"), "{err}");
+    let err = Kb::builtin().unwrap().with_dir(&empty.path().join("nope")).unwrap_err();
+    assert!(matches!(err, KbError::Io { .. }), "{err}");
 }
