@@ -7,24 +7,10 @@ use crate::static_check::Rejection;
 use crate::stats::{geometric_mean, SampleStats};
 use crate::status::Status;
 use crate::supervisor::{Exit, Outcome};
-use crate::{gpu_checks, worker_clock, EvalError};
+use crate::{gpu_checks, roofline, worker_clock, EvalError};
 use indexmap::IndexMap;
 use ksearch_spec::{eval_formula, Problem, Solution, Task};
 use std::time::Duration;
-
-/// Upper bounds no device of the kind can beat: (bytes/s, flop/s). A candidate faster than
-/// these measured something other than its own work. Coarse on purpose; the knowledge base
-/// will carry per-device figures.
-fn device_peaks(device: &str) -> (Option<f64>, Option<f64>) {
-    match device {
-        // No CPU sustains 50 TFLOP/s of fp32; caches make a byte bound meaningless on a CPU.
-        "cpu" => (None, Some(5e13)),
-        // No GPU streams 10 TB/s from its memory (H200: 4.8, B200: 8) or computes 10 PFLOP/s
-        // dense; the L2 is flushed before every timed call, so the byte bound holds.
-        d if d.starts_with("cuda") => (Some(1e13), Some(1e16)),
-        _ => (None, None),
-    }
-}
 
 /// Stages during which candidate code runs (loading runs its constructors): a death there is
 /// the candidate's, not the harness's.
@@ -212,6 +198,7 @@ impl<'a> Assembler<'a> {
                 }
             }
         }
+        self.roofline_flags();
         let wall = outcome.elapsed.as_secs_f64();
         let log = outcome.log;
 
@@ -359,6 +346,22 @@ impl<'a> Assembler<'a> {
         Ok(self.evaluation(status, reason, compile, wall, log))
     }
 
+    /// Flags timed workloads faster than the device allows (roofline.rs). Run once every line is
+    /// read: the device's name comes with `done`, after the workloads. A roofline flag comes
+    /// first; the clocks' cross-checks (set by `take_workload`) follow only without one.
+    fn roofline_flags(&mut self) {
+        let bound = roofline::bound_for(&self.provenance.device, &self.provenance.environment);
+        for w in &mut self.workloads {
+            if let Some(t) = w.timing.as_mut() {
+                let bytes = t.achieved_gb_per_s.map(|g| g * 1e9);
+                let flops = t.achieved_gflop_per_s.map(|g| g * 1e9);
+                if let Some(why) = bound.check(bytes, flops) {
+                    t.suspicious = Some(why);
+                }
+            }
+        }
+    }
+
     fn describe(&self, p: &Progress) -> String {
         let mut s = p.stage.clone();
         if let Some(i) = p.workload {
@@ -410,20 +413,6 @@ impl<'a> Assembler<'a> {
             let rate = |expr: Option<&String>| expr.and_then(|e| eval_formula(e, &axes).ok()).map(|v| v / seconds);
             let bytes_per_s = rate(roof.and_then(|r| r.bytes.as_ref()));
             let flops_per_s = rate(roof.and_then(|r| r.flops.as_ref()));
-            let (peak_bytes, peak_flops) = device_peaks(&self.provenance.device);
-            let suspicious = match (bytes_per_s, peak_bytes, flops_per_s, peak_flops) {
-                (Some(b), Some(pb), _, _) if b > pb => Some(format!(
-                    "moves {:.0} GB/s, above the device's {:.0} GB/s: the timing cannot be trusted",
-                    b / 1e9,
-                    pb / 1e9
-                )),
-                (_, _, Some(f), Some(pf)) if f > pf => Some(format!(
-                    "computes {:.0} GFLOP/s, above the device's {:.0} GFLOP/s: the timing cannot be trusted",
-                    f / 1e9,
-                    pf / 1e9
-                )),
-                _ => None,
-            };
             let host = |samples: &[f64]| {
                 if samples.is_empty() {
                     None
@@ -435,8 +424,8 @@ impl<'a> Assembler<'a> {
             if !raw.candidate_host_ns.is_empty() && (cand_host.is_none() || ref_host.is_none()) {
                 return Err(format!("workload {} has invalid host-clock samples", w.index));
             }
-            let suspicious =
-                suspicious.or_else(|| gpu_checks::hidden_work(&cand, &refr, cand_host.as_ref(), ref_host.as_ref()));
+            // The roofline bound comes later (`roofline_flags`): the device's name is in `done`.
+            let suspicious = gpu_checks::hidden_work(&cand, &refr, cand_host.as_ref(), ref_host.as_ref());
             let outer = host(&raw.worker_outer_ns);
             let pings = host(&raw.worker_ping_ns);
             if !raw.worker_outer_ns.is_empty() && (outer.is_none() || pings.is_none()) {

@@ -2,8 +2,11 @@
 use super::*;
 use crate::supervisor::Outcome;
 
-fn task() -> (tempfile::TempDir, Task) {
+fn task(task_toml: Option<&str>) -> (tempfile::TempDir, Task) {
     let dir = tempfile::tempdir().unwrap();
+    if let Some(toml) = task_toml {
+        std::fs::write(dir.path().join("task.toml"), toml).unwrap();
+    }
     std::fs::write(
         dir.path().join("definition.json"),
         r#"{"name": "t", "op_type": "x", "axes": {"N": {"type": "var"}},
@@ -26,6 +29,11 @@ fn finish(lines: &[&str], exit: Exit) -> Evaluation {
 }
 
 fn finish_on(device: &str, timing_required: bool, lines: &[&str], exit: Exit) -> Evaluation {
+    finish_task(None, device, timing_required, lines, exit)
+}
+
+/// As `finish_on`, for a task with this task.toml.
+fn finish_task(task_toml: Option<&str>, device: &str, timing_required: bool, lines: &[&str], exit: Exit) -> Evaluation {
     // Every line signed as the harness signs it, in order.
     let key = [3u8; 32];
     let signed: Vec<String> = lines
@@ -33,12 +41,23 @@ fn finish_on(device: &str, timing_required: bool, lines: &[&str], exit: Exit) ->
         .enumerate()
         .map(|(i, l)| format!("{l}\t{}", crate::auth::code(&key, i as u64, l)))
         .collect();
-    finish_raw(device, timing_required, &key, &signed, exit)
+    finish_raw_task(task_toml, device, timing_required, &key, &signed, exit)
 }
 
 /// `lines` as they came through the pipe (codes included, or not), verified under `key`.
 fn finish_raw(device: &str, timing_required: bool, key: &[u8], lines: &[String], exit: Exit) -> Evaluation {
-    let (_dir, task) = task();
+    finish_raw_task(None, device, timing_required, key, lines, exit)
+}
+
+fn finish_raw_task(
+    task_toml: Option<&str>,
+    device: &str,
+    timing_required: bool,
+    key: &[u8],
+    lines: &[String],
+    exit: Exit,
+) -> Evaluation {
+    let (_dir, task) = task(task_toml);
     let solution = Solution {
         name: "k.c".into(),
         definition: "t".into(),
@@ -312,4 +331,99 @@ fn sanitizer_errors_fail_a_pass_and_join_the_log() {
     );
     let clean = gpu_checks::sanitizer_verdict(clean, "========= ERROR SUMMARY: 0 errors\n");
     assert_eq!(clean.status, Status::Passed);
+}
+
+/// A task whose workloads move 1 GB (`a`, N = 4) and 2 GB (`b`, N = 8) per call.
+const GIGABYTES: &str = "[roofline]\nbytes = \"N * 250000000\"\n";
+
+/// A passed workload timed as on a CUDA device: events (candidate median `cand_ns`, the
+/// reference twice as slow) and host clocks 30 us above them (an honest gap).
+fn gpu_timed(index: usize, uuid: &str, cand_ns: f64) -> String {
+    let (c, r) = (cand_ns, 2.0 * cand_ns);
+    let (ch, rh) = (c + 30e3, r + 30e3);
+    format!(
+        r#"{{"event": "workload", "index": {index}, "uuid": "{uuid}", "status": "passed", "timing": {{
+        "clock": "cuda_event", "candidate_ns": [{c}, {c}, {c}], "reference_ns": [{r}, {r}, {r}],
+        "host_clock": "perf_counter_ns", "candidate_host_ns": [{ch}, {ch}, {ch}],
+        "reference_host_ns": [{rh}, {rh}, {rh}], "cuda_graph": false, "cuda_graph_note": null}}}}"#
+    )
+}
+
+/// `done` from a harness that found the device `name`.
+fn done_on(name: &str) -> String {
+    format!(
+        r#"{{"event": "done", "environment": {{"device": {{"name": "{name}"}}, "sandbox": {{"worker": false}}}},
+        "harness_version": "0.2.0", "stages": {{}}}}"#
+    )
+}
+
+fn flag(e: &Evaluation, i: usize) -> Option<String> {
+    e.workloads[i].timing.as_ref().unwrap().suspicious.clone()
+}
+
+#[test]
+fn the_roofline_bound_is_the_evaluated_devices_own() {
+    // 1 GB in 142.857 us is 7 TB/s: above the H200's 4.8 TB/s (5.28 with the margin); 2 GB in
+    // 666.667 us is 3 TB/s, within it.
+    let lines = [
+        gpu_timed(0, "a", 142_857.0),
+        gpu_timed(1, "b", 666_667.0),
+        done_on("NVIDIA H200"),
+    ];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let e = finish_task(Some(GIGABYTES), "cuda:0", true, &lines, Exit::Code(0));
+    assert_eq!(e.status, Status::Passed, "{:?}", e.reason);
+    let t = e.workloads[0].timing.as_ref().unwrap();
+    assert!((t.achieved_gb_per_s.unwrap() - 7000.0).abs() < 1.0);
+    let why = flag(&e, 0).expect("7 TB/s on an H200 is flagged");
+    assert!(
+        why.starts_with(
+            "moves 7000 GB/s, above 5280 GB/s (1.1x the 4800 GB/s peak memory bandwidth of the NVIDIA H200"
+        ),
+        "{why}"
+    );
+    assert!(why.contains("knowledge-base entry h200"), "{why}");
+    assert_eq!(flag(&e, 1), None, "3 TB/s on an H200 is plausible");
+
+    // The same 7 TB/s on a GPU the knowledge base does not know: only the generic bound holds,
+    // and the flag of a faster one says that was the bound.
+    let lines = [
+        gpu_timed(0, "a", 142_857.0),
+        gpu_timed(1, "b", 166_667.0),
+        done_on("NVIDIA H100 PCIe"),
+    ];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let e = finish_task(Some(GIGABYTES), "cuda:0", true, &lines, Exit::Code(0));
+    assert_eq!(flag(&e, 0), None);
+    let why = flag(&e, 1).expect("12 TB/s is beyond any GPU");
+    assert!(
+        why.starts_with("moves 12000 GB/s, above 10000 GB/s (the generic bound for any GPU, as the knowledge base has no entry for 'NVIDIA H100 PCIe')"),
+        "{why}"
+    );
+}
+
+#[test]
+fn an_mlx_gpu_is_bounded_by_its_apple_chips_bandwidth() {
+    // MLX times with the host clock around a synchronise. 1 GB in 1.667 ms is 600 GB/s, above
+    // an M2 Max's 400 GB/s; 2 GB in 6.667 ms is 300 GB/s.
+    let mlx = |i: usize, u: &str, c: f64| {
+        format!(
+            r#"{{"event": "workload", "index": {i}, "uuid": "{u}", "status": "passed", "timing": {{
+            "clock": "perf_counter_ns", "candidate_ns": [{c}, {c}], "reference_ns": [{c}, {c}]}}}}"#
+        )
+    };
+    let lines = [
+        mlx(0, "a", 1_666_667.0),
+        mlx(1, "b", 6_666_667.0),
+        done_on("Apple M2 Max"),
+    ];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let e = finish_task(Some(GIGABYTES), "mlx:gpu", true, &lines, Exit::Code(0));
+    assert_eq!(e.status, Status::Passed, "{:?}", e.reason);
+    let why = flag(&e, 0).expect("600 GB/s on an M2 Max is flagged");
+    assert!(
+        why.starts_with("moves 600 GB/s, above 440 GB/s (1.1x the 400 GB/s peak memory bandwidth of the Apple M2 Max"),
+        "{why}"
+    );
+    assert_eq!(flag(&e, 1), None);
 }

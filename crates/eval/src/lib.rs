@@ -17,6 +17,7 @@ mod gpu_checks;
 pub mod harness;
 mod record;
 mod request;
+mod roofline;
 pub mod sanitizer;
 mod static_check;
 mod stats;
