@@ -70,12 +70,15 @@ cases = [
     ("cuda/partial_write.cu", "incorrect_numerical", False, "NaN poison", True),
     ("cuda/pointer_cache.cu", "incorrect_numerical", False, "are results cached", True),
     ("cuda/downcast.cu", "incorrect_numerical", False, "output 'y'", True),
+    ("cuda/shape_cache.cu", "incorrect_numerical", False, "output 'y'", True),
+    ("cuda/constant_output.cu", "incorrect_numerical", False, "output 'y'", True),
     ("triton/side_stream.py", "passed", True, "", True),
     ("cuda/reference_fallback.cu", "rejected", False, "dlsym", True),
     ("cuda/driver_stream.cu", "rejected", False, "cuStreamCreate", True),
     ("cuda/raw_syscall.cu", "rejected", False, "instruction syscall", True),
     # A known limit while GPU candidates share the harness's process (docs/threat-model.md).
     ("cuda/reference_fallback.cu", "passed", False, "", False),
+    ("cuda/infinite_loop.cu", "timeout", False, "limit", True),
     ("cuda/honest.cu", "passed", False, "", True),  # the device recovered from everything above
 ]
 
