@@ -319,7 +319,7 @@ fn sanitizer_errors_fail_a_pass_and_join_the_log() {
     );
     let log = "========= COMPUTE-SANITIZER\n========= Invalid __global__ read of size 4 bytes\n\
                =========     at k+0x10 in kernel.cu:3\n========= ERROR SUMMARY: 1 error\n";
-    let e = gpu_checks::sanitizer_verdict(e, log);
+    let e = gpu_checks::sanitizer_verdict(e, Ok(log));
     assert_eq!(e.status, Status::RuntimeError);
     assert!(e.reason.as_deref().unwrap().contains("Invalid __global__ read"));
     assert!(e.log.contains("--- compute-sanitizer ---"));
@@ -329,8 +329,53 @@ fn sanitizer_errors_fail_a_pass_and_join_the_log() {
         &[&passed(0, "a"), &passed(1, "b"), DONE],
         Exit::Code(0),
     );
-    let clean = gpu_checks::sanitizer_verdict(clean, "========= ERROR SUMMARY: 0 errors\n");
+    let clean = gpu_checks::sanitizer_verdict(clean, Ok("========= ERROR SUMMARY: 0 errors\n"));
     assert_eq!(clean.status, Status::Passed);
+}
+
+#[test]
+fn a_sanitizer_that_left_no_summary_fails_a_pass() {
+    let untimed =
+        |i: usize, u: &str| format!(r#"{{"event": "workload", "index": {i}, "uuid": "{u}", "status": "passed"}}"#);
+    let (a, b) = (untimed(0, "a"), untimed(1, "b"));
+    let passed = || finish_on("cuda:0", false, &[&a, &b, DONE], Exit::Code(0));
+    assert_eq!(passed().status, Status::Passed);
+    for (log, why) in [
+        (
+            Err("/tmp/x/sanitizer.log: No such file or directory (os error 2)".to_string()),
+            "its log could not be read (/tmp/x/sanitizer.log: No such file",
+        ),
+        (Ok(""), "its log is empty"),
+        // Cut short: a crash after the first report, before the summary.
+        (
+            Ok("========= COMPUTE-SANITIZER\n========= Invalid __global__ read of size 4 bytes\n"),
+            "no readable \"ERROR SUMMARY: N errors\" line",
+        ),
+        (Ok("========= ERROR SUMMARY: lots of errors\n"), "no readable"),
+    ] {
+        let e = gpu_checks::sanitizer_verdict(passed(), log.as_deref().map_err(Clone::clone));
+        assert_eq!(e.status, Status::HarnessError, "{log:?}");
+        assert_eq!(e.speedup, None);
+        let reason = e.reason.as_deref().unwrap();
+        assert!(
+            reason.starts_with("compute-sanitizer (memcheck) produced no error summary: "),
+            "{reason}"
+        );
+        assert!(reason.contains(why), "{log:?}: {reason}");
+        assert!(
+            reason.ends_with("its verdict is unknown and the evaluation cannot pass"),
+            "{reason}"
+        );
+        assert!(e.log.contains("--- compute-sanitizer ---"));
+    }
+    // An evaluation that already failed (here a timeout, which kills the sanitizer before its
+    // summary) keeps its status and reason; the log says the sanitizer gave no verdict.
+    let timed_out = finish_on("cuda:0", false, &[&a], Exit::TimedOut);
+    let reason = timed_out.reason.clone();
+    let e = gpu_checks::sanitizer_verdict(timed_out, Ok(""));
+    assert_eq!(e.status, Status::Timeout);
+    assert_eq!(e.reason, reason);
+    assert!(e.log.contains("produced no error summary"), "{}", e.log);
 }
 
 /// A task whose workloads move 1 GB (`a`, N = 4) and 2 GB (`b`, N = 8) per call.

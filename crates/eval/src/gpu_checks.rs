@@ -38,11 +38,33 @@ pub(crate) fn hidden_work(
     None
 }
 
-/// The evaluation once compute-sanitizer's log is read: errors it counted fail an evaluation
-/// that otherwise passed (the harness attributes what it sees to workloads as it goes; this
-/// catches what it could not), and the report's first lines join the log.
-pub(crate) fn sanitizer_verdict(mut evaluation: Evaluation, log: &str) -> Evaluation {
-    let Some((errors, lines)) = crate::sanitizer::summary(log) else {
+/// The evaluation once compute-sanitizer's log is read (`Err`: it could not be, and why): errors
+/// it counted fail an evaluation that otherwise passed (the harness attributes what it sees to
+/// workloads as it goes; this catches what it could not), and the report's first lines join the
+/// log. A log without its "ERROR SUMMARY" line (missing, unreadable, cut short, or with a count
+/// that does not parse) means the sanitizer did not finish its check: it crashed, was killed, or
+/// something in the evaluation removed its log. Its verdict is then unknown, so an evaluation
+/// that otherwise passed becomes a `harness_error` saying so; one that failed keeps its status
+/// (a timeout or a crash ends the sanitizer before its summary), with a note in the log.
+pub(crate) fn sanitizer_verdict(mut evaluation: Evaluation, log: Result<&str, String>) -> Evaluation {
+    let summary = log.as_ref().ok().and_then(|l| crate::sanitizer::summary(l));
+    let Some((errors, lines)) = summary else {
+        let why = match &log {
+            Err(e) => format!("its log could not be read ({e})"),
+            Ok(l) if l.trim().is_empty() => "its log is empty".to_string(),
+            Ok(_) => "its log has no readable \"ERROR SUMMARY: N errors\" line".to_string(),
+        };
+        let what = format!(
+            "compute-sanitizer (memcheck) produced no error summary: {why}; it did not finish its check \
+             (it crashed or was killed, or its log was removed), so its verdict is unknown"
+        );
+        evaluation.log.push_str("\n--- compute-sanitizer ---\n");
+        evaluation.log.push_str(&what);
+        if evaluation.status == Status::Passed {
+            evaluation.status = Status::HarnessError;
+            evaluation.speedup = None;
+            evaluation.reason = Some(format!("{what} and the evaluation cannot pass"));
+        }
         return evaluation;
     };
     if !lines.is_empty() {

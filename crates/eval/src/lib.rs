@@ -193,7 +193,7 @@ pub fn evaluate(
         .unwrap_or(1)
         .to_string();
     let omp_threads: &str = if task.config.kernel.openmp { &cores } else { "1" };
-    let run = |python: &std::path::Path| -> Result<(supervisor::Outcome, Option<String>), EvalError> {
+    let run = |python: &std::path::Path| -> Result<(supervisor::Outcome, Option<Result<String, String>>), EvalError> {
         let workdir = tempfile::Builder::new()
             .prefix("ksearch-eval-")
             .tempdir()
@@ -229,9 +229,12 @@ pub fn evaluate(
             &limits,
         )
         .map_err(|e| EvalError::Setup(format!("cannot start the harness with {}: {e}", program.display())))?;
-        let log = sanitizer
-            .as_ref()
-            .map(|_| std::fs::read_to_string(workdir.path().join(request::SANITIZER_LOG)).unwrap_or_default());
+        // A missing or unreadable log is not an empty one: gpu_checks::sanitizer_verdict
+        // refuses to pass an evaluation whose sanitizer left no summary.
+        let log = sanitizer.as_ref().map(|_| {
+            let path = workdir.path().join(request::SANITIZER_LOG);
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
+        });
         Ok((outcome, log))
     };
     let run_verified = |python: &std::path::Path| -> Result<_, EvalError> {
@@ -252,7 +255,7 @@ pub fn evaluate(
     }
     let evaluation = assembler.finish(outcome, unauthenticated)?;
     Ok(match sanitizer_log {
-        Some(log) => gpu_checks::sanitizer_verdict(evaluation, &log),
+        Some(log) => gpu_checks::sanitizer_verdict(evaluation, log.as_deref().map_err(Clone::clone)),
         None => evaluation,
     })
 }
