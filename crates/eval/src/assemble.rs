@@ -198,7 +198,7 @@ impl<'a> Assembler<'a> {
                 }
             }
         }
-        self.roofline_flags();
+        protocol_errors.extend(self.check_timings(done));
         let wall = outcome.elapsed.as_secs_f64();
         let log = outcome.log;
 
@@ -346,20 +346,61 @@ impl<'a> Assembler<'a> {
         Ok(self.evaluation(status, reason, compile, wall, log))
     }
 
-    /// Flags timed workloads faster than the device allows (roofline.rs). Run once every line is
-    /// read: the device's name comes with `done`, after the workloads. A roofline flag comes
-    /// first; the clocks' cross-checks (set by `take_workload`) follow only without one.
-    fn roofline_flags(&mut self) {
-        let bound = roofline::bound_for(&self.provenance.device, &self.provenance.environment);
-        for w in &mut self.workloads {
-            if let Some(t) = w.timing.as_mut() {
-                let bytes = t.achieved_gb_per_s.map(|g| g * 1e9);
-                let flops = t.achieved_gflop_per_s.map(|g| g * 1e9);
-                if let Some(why) = bound.check(bytes, flops) {
-                    t.suspicious = Some(why);
-                }
-            }
+    /// The checks of timed workloads that need `done` (read once every line is): the worker
+    /// clock's cross-check, required where `done.environment.sandbox.worker` says the candidate
+    /// ran in the worker (its clock is then in the candidate's process), and the roofline bound
+    /// of the device `done` names (roofline.rs). A roofline flag comes first, then the host
+    /// clock's (set by `take_workload`), then the worker clock's. Returns protocol errors.
+    fn check_timings(&mut self, done: bool) -> Vec<String> {
+        let mut errors = Vec::new();
+        let worker = self
+            .provenance
+            .environment
+            .pointer("/sandbox/worker")
+            .and_then(|v| v.as_bool());
+        let timed = self.workloads.iter().any(|w| w.timing.is_some());
+        // Backend c runs its candidate in the worker where the platform allows it; only the
+        // harness knows whether it did.
+        if done && timed && worker.is_none() && self.provenance.backend == "c" {
+            errors.push(
+                "the harness's `done` does not say whether the candidate ran in the worker \
+                 (environment.sandbox.worker), so its times cannot be matched with the worker clock's \
+                 cross-check"
+                    .to_string(),
+            );
         }
+        let bound = roofline::bound_for(&self.provenance.device, &self.provenance.environment);
+        for (i, w) in self.workloads.iter_mut().enumerate() {
+            let Some(t) = w.timing.as_mut() else { continue };
+            let (outer, pings) = (nonempty(&t.worker_outer_ns), nonempty(&t.worker_ping_ns));
+            if worker == Some(true) && (t.worker_outer_ns.is_empty() || t.worker_ping_ns.is_empty()) {
+                errors.push(format!(
+                    "workload {i} was timed by the worker's clock (the candidate ran in the worker) without \
+                     the harness's round trips of its cross-check (worker_outer_ns, worker_ping_ns), so a \
+                     forged clock cannot be ruled out"
+                ));
+                continue;
+            }
+            if !t.worker_outer_ns.is_empty() && t.worker_outer_ns.len() != t.candidate_ns.len() {
+                errors.push(format!(
+                    "workload {i} has {} worker-clock samples but {} round trips (worker_outer_ns): one per \
+                     timed call",
+                    t.candidate_ns.len(),
+                    t.worker_outer_ns.len()
+                ));
+                continue;
+            }
+            let any_worker = !t.worker_outer_ns.is_empty() || !t.worker_ping_ns.is_empty();
+            if any_worker && (outer.is_none() || pings.is_none()) {
+                errors.push(format!("workload {i} has invalid worker round-trip samples"));
+                continue;
+            }
+            let forged = worker_clock::forged_clock(&t.candidate, outer.as_ref(), pings.as_ref());
+            let bytes = t.achieved_gb_per_s.map(|g| g * 1e9);
+            let flops = t.achieved_gflop_per_s.map(|g| g * 1e9);
+            t.suspicious = bound.check(bytes, flops).or(t.suspicious.take()).or(forged);
+        }
+        errors
     }
 
     fn describe(&self, p: &Progress) -> String {
@@ -413,25 +454,47 @@ impl<'a> Assembler<'a> {
             let rate = |expr: Option<&String>| expr.and_then(|e| eval_formula(e, &axes).ok()).map(|v| v / seconds);
             let bytes_per_s = rate(roof.and_then(|r| r.bytes.as_ref()));
             let flops_per_s = rate(roof.and_then(|r| r.flops.as_ref()));
-            let host = |samples: &[f64]| {
-                if samples.is_empty() {
-                    None
-                } else {
-                    SampleStats::of(samples)
+            // A CUDA device is timed by CUDA events, and CUDA events are cross-checked by the host
+            // clock: a record without the host samples would skip the check for work on another
+            // stream or thread, so it is refused, not passed unchecked.
+            let on_cuda = self.provenance.device == "cuda" || self.provenance.device.starts_with("cuda:");
+            if on_cuda && raw.clock != CUDA_EVENT {
+                return Err(format!(
+                    "workload {} on {} was timed by clock '{}', not by CUDA events ({CUDA_EVENT})",
+                    w.index, self.provenance.device, raw.clock
+                ));
+            }
+            if raw.clock == CUDA_EVENT {
+                if raw.candidate_host_ns.is_empty() || raw.reference_host_ns.is_empty() {
+                    return Err(format!(
+                        "workload {} was timed by CUDA events without the host-clock samples of its \
+                         cross-check (candidate_host_ns, reference_host_ns), so work the events do not \
+                         see cannot be ruled out",
+                        w.index
+                    ));
                 }
-            };
-            let (cand_host, ref_host) = (host(&raw.candidate_host_ns), host(&raw.reference_host_ns));
-            if !raw.candidate_host_ns.is_empty() && (cand_host.is_none() || ref_host.is_none()) {
+                if raw.candidate_host_ns.len() != raw.candidate_ns.len()
+                    || raw.reference_host_ns.len() != raw.reference_ns.len()
+                {
+                    return Err(format!(
+                        "workload {} has {} and {} CUDA-event samples but {} and {} host-clock samples \
+                         (candidate, reference): one of each per timed call",
+                        w.index,
+                        raw.candidate_ns.len(),
+                        raw.reference_ns.len(),
+                        raw.candidate_host_ns.len(),
+                        raw.reference_host_ns.len()
+                    ));
+                }
+            }
+            let (cand_host, ref_host) = (nonempty(&raw.candidate_host_ns), nonempty(&raw.reference_host_ns));
+            let any_host = !raw.candidate_host_ns.is_empty() || !raw.reference_host_ns.is_empty();
+            if any_host && (cand_host.is_none() || ref_host.is_none()) {
                 return Err(format!("workload {} has invalid host-clock samples", w.index));
             }
-            // The roofline bound comes later (`roofline_flags`): the device's name is in `done`.
+            // The worker clock's cross-check and the roofline bound come later (`check_timings`):
+            // whether the candidate ran in the worker, and the device's name, are in `done`.
             let suspicious = gpu_checks::hidden_work(&cand, &refr, cand_host.as_ref(), ref_host.as_ref());
-            let outer = host(&raw.worker_outer_ns);
-            let pings = host(&raw.worker_ping_ns);
-            if !raw.worker_outer_ns.is_empty() && (outer.is_none() || pings.is_none()) {
-                return Err(format!("workload {} has invalid worker round-trip samples", w.index));
-            }
-            let suspicious = suspicious.or_else(|| worker_clock::forged_clock(&cand, outer.as_ref(), pings.as_ref()));
             slot.timing = Some(Timing {
                 clock: raw.clock,
                 speedup: refr.median_ns / cand.median_ns,
@@ -454,6 +517,18 @@ impl<'a> Assembler<'a> {
         }
         slot.status = status;
         Ok(())
+    }
+}
+
+/// The primary clock of the GPU backends (docs/protocol.md, "Timing on a GPU").
+const CUDA_EVENT: &str = "cuda_event";
+
+/// Statistics of a list of samples that may be absent (empty); `None` also for invalid ones.
+fn nonempty(samples: &[f64]) -> Option<SampleStats> {
+    if samples.is_empty() {
+        None
+    } else {
+        SampleStats::of(samples)
     }
 }
 

@@ -74,7 +74,13 @@ fn finish_raw_task(
     };
     let provenance = Provenance {
         device: device.into(),
-        backend: "c".into(),
+        // As backend_for chooses it.
+        backend: match device {
+            d if d.starts_with("cuda") => "cuda",
+            d if d.starts_with("mlx") => "mlx",
+            _ => "c",
+        }
+        .into(),
         seed: 1,
         harness_version: None,
         environment: serde_json::Value::Null,
@@ -146,7 +152,10 @@ fn passed(index: usize, uuid: &str) -> String {
     format!(r#"{{"event": "workload", "index": {index}, "uuid": "{uuid}", "status": "passed", {TIMING}}}"#)
 }
 
-const DONE: &str = r#"{"event": "done", "environment": {}, "harness_version": "0", "stages": {}}"#;
+/// `done` of a harness that ran the candidate in its own process (no worker: not Linux, or
+/// KSEARCH_IN_PROCESS=1).
+const DONE: &str =
+    r#"{"event": "done", "environment": {"sandbox": {"worker": false}}, "harness_version": "0", "stages": {}}"#;
 
 #[test]
 fn a_clean_run_passes_with_speedups_from_raw_samples() {
@@ -311,24 +320,18 @@ fn untimed_passes_are_accepted_only_under_the_sanitizer() {
 
 #[test]
 fn sanitizer_errors_fail_a_pass_and_join_the_log() {
-    let e = finish_on(
-        "cuda:0",
-        false,
-        &[&passed(0, "a"), &passed(1, "b"), DONE],
-        Exit::Code(0),
-    );
+    // Nothing is timed under the sanitizer.
+    let untimed =
+        |i: usize, u: &str| format!(r#"{{"event": "workload", "index": {i}, "uuid": "{u}", "status": "passed"}}"#);
+    let (a, b) = (untimed(0, "a"), untimed(1, "b"));
+    let e = finish_on("cuda:0", false, &[&a, &b, DONE], Exit::Code(0));
     let log = "========= COMPUTE-SANITIZER\n========= Invalid __global__ read of size 4 bytes\n\
                =========     at k+0x10 in kernel.cu:3\n========= ERROR SUMMARY: 1 error\n";
     let e = gpu_checks::sanitizer_verdict(e, Ok(log));
     assert_eq!(e.status, Status::RuntimeError);
     assert!(e.reason.as_deref().unwrap().contains("Invalid __global__ read"));
     assert!(e.log.contains("--- compute-sanitizer ---"));
-    let clean = finish_on(
-        "cuda:0",
-        false,
-        &[&passed(0, "a"), &passed(1, "b"), DONE],
-        Exit::Code(0),
-    );
+    let clean = finish_on("cuda:0", false, &[&a, &b, DONE], Exit::Code(0));
     let clean = gpu_checks::sanitizer_verdict(clean, Ok("========= ERROR SUMMARY: 0 errors\n"));
     assert_eq!(clean.status, Status::Passed);
 }
@@ -471,4 +474,112 @@ fn an_mlx_gpu_is_bounded_by_its_apple_chips_bandwidth() {
         "{why}"
     );
     assert_eq!(flag(&e, 1), None);
+}
+
+fn harness_error_of(e: &Evaluation) -> String {
+    assert_eq!(e.status, Status::HarnessError, "{:?}", e.reason);
+    e.reason.clone().unwrap()
+}
+
+#[test]
+fn cuda_event_timings_must_carry_their_host_clock_samples() {
+    let honest = gpu_timed(1, "b", 20e3);
+    let done = done_on("NVIDIA H200");
+    let on_gpu = |first: &str| finish_on("cuda:0", true, &[first, &honest, &done], Exit::Code(0));
+    assert_eq!(on_gpu(&gpu_timed(0, "a", 20e3)).status, Status::Passed);
+    let events =
+        r#""clock": "cuda_event", "candidate_ns": [10000, 12000, 11000], "reference_ns": [20000, 22000, 21000]"#;
+    for (timing, needle) in [
+        // No host samples at all: the cross-check for work on another stream would be skipped.
+        (
+            events.to_string(),
+            "was timed by CUDA events without the host-clock samples of its cross-check",
+        ),
+        (
+            format!(r#"{events}, "candidate_host_ns": [40000, 41000, 42000]"#),
+            "without the host-clock samples",
+        ),
+        (
+            format!(r#"{events}, "candidate_host_ns": [40000], "reference_host_ns": [50000, 51000, 52000]"#),
+            "has 3 and 3 CUDA-event samples but 1 and 3 host-clock samples",
+        ),
+        // Another clock on a CUDA device.
+        (
+            r#""clock": "perf_counter_ns", "candidate_ns": [10000], "reference_ns": [20000]"#.to_string(),
+            "workload 0 on cuda:0 was timed by clock 'perf_counter_ns', not by CUDA events",
+        ),
+    ] {
+        let line =
+            format!(r#"{{"event": "workload", "index": 0, "uuid": "a", "status": "passed", "timing": {{{timing}}}}}"#);
+        let reason = harness_error_of(&on_gpu(&line));
+        assert!(reason.starts_with("the harness broke the protocol"), "{reason}");
+        assert!(reason.contains(needle), "{timing}: {reason}");
+    }
+    // Host samples are not asked of other clocks (the CPU, MLX's host clock).
+    let e = finish(&[&passed(0, "a"), &passed(1, "b"), DONE], Exit::Code(0));
+    assert_eq!(e.status, Status::Passed, "{:?}", e.reason);
+}
+
+/// A passed workload of backend c timed in the worker: claimed `claimed_ns` per call, with the
+/// harness's round trips `outer` and empty round trips `pings` (JSON lists, or absent).
+fn worker_timed(index: usize, uuid: &str, claimed_ns: f64, outer: Option<&str>, pings: Option<&str>) -> String {
+    let c = claimed_ns;
+    let mut timing =
+        format!(r#""clock": "perf_counter_ns", "candidate_ns": [{c}, {c}, {c}], "reference_ns": [9e5, 9e5, 9e5]"#);
+    if let Some(o) = outer {
+        timing.push_str(&format!(r#", "worker_outer_ns": {o}"#));
+    }
+    if let Some(p) = pings {
+        timing.push_str(&format!(r#", "worker_ping_ns": {p}"#));
+    }
+    format!(
+        r#"{{"event": "workload", "index": {index}, "uuid": "{uuid}", "status": "passed", "timing": {{{timing}}}}}"#
+    )
+}
+
+const DONE_IN_WORKER: &str = r#"{"event": "done", "environment": {"sandbox": {"worker": true, "landlock": 7,
+    "seccomp": true, "notes": []}}, "harness_version": "0.2.0", "stages": {}}"#;
+
+#[test]
+fn times_from_the_worker_must_carry_the_harnesss_round_trips() {
+    let pings = Some("[14000, 15000, 13000, 14000, 14000]");
+    let honest = |i: usize, u: &str| worker_timed(i, u, 38e3, Some("[58000, 59000, 60000]"), pings);
+    let e = finish(&[&honest(0, "a"), &honest(1, "b"), DONE_IN_WORKER], Exit::Code(0));
+    assert_eq!(e.status, Status::Passed, "{:?}", e.reason);
+    assert_eq!(e.workloads[0].timing.as_ref().unwrap().suspicious, None);
+    // The cross-check still runs: 1 us claimed for calls whose round trip is 500 us.
+    let forged = worker_timed(0, "a", 1e3, Some("[500000, 500000, 500000]"), pings);
+    let e = finish(&[&forged, &honest(1, "b"), DONE_IN_WORKER], Exit::Code(0));
+    let why = flag(&e, 0).unwrap();
+    assert!(why.starts_with("the worker's clock says 1.0 us per call"), "{why}");
+
+    for (first, needle) in [
+        (
+            worker_timed(0, "a", 38e3, None, None),
+            "workload 0 was timed by the worker's clock (the candidate ran in the worker) without the harness's round trips",
+        ),
+        (worker_timed(0, "a", 38e3, Some("[58000, 59000, 60000]"), None), "without the harness's round trips"),
+        (worker_timed(0, "a", 38e3, None, pings), "without the harness's round trips"),
+        (
+            worker_timed(0, "a", 38e3, Some("[58000]"), pings),
+            "workload 0 has 3 worker-clock samples but 1 round trips",
+        ),
+        (worker_timed(0, "a", 38e3, Some("[58000, 59000, 60000]"), Some("[-1]")), "invalid worker round-trip samples"),
+    ] {
+        let reason = harness_error_of(&finish(&[&first, &honest(1, "b"), DONE_IN_WORKER], Exit::Code(0)));
+        assert!(reason.contains(needle), "{first}: {reason}");
+    }
+    // Backend c whose `done` does not say where the candidate ran.
+    let silent = r#"{"event": "done", "environment": {}, "harness_version": "0.2.0", "stages": {}}"#;
+    let reason = harness_error_of(&finish(&[&honest(0, "a"), &honest(1, "b"), silent], Exit::Code(0)));
+    assert!(
+        reason.contains("does not say whether the candidate ran in the worker"),
+        "{reason}"
+    );
+    // In the harness's own process (no worker) there are no round trips to ask for.
+    let e = finish(
+        &[&worker_timed(0, "a", 38e3, None, None), &honest(1, "b"), DONE],
+        Exit::Code(0),
+    );
+    assert_eq!(e.status, Status::Passed, "{:?}", e.reason);
 }
