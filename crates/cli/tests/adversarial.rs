@@ -103,10 +103,31 @@ fn eval_candidate(name: &str, env: &[(&str, &str)]) -> Verdict {
 }
 
 /// The sandbox layers this machine gives the worker, read from an honest evaluation's
-/// provenance (`environment.sandbox`): (landlock ABI or 0, seccomp).
-fn layers() -> (u64, bool) {
-    static LAYERS: OnceLock<(u64, bool)> = OnceLock::new();
-    *LAYERS.get_or_init(|| {
+/// provenance (`environment.sandbox`), with the harness's note on each layer it could not apply.
+struct Layers {
+    /// The Landlock ABI applied, 0 for none.
+    landlock: u64,
+    seccomp: bool,
+    /// `"landlock: WHY"`, `"seccomp: WHY"` for a layer left out (sandbox.py `confine`).
+    notes: Vec<String>,
+}
+
+impl Layers {
+    /// Why `layer` (`landlock` or `seccomp`) is missing, as the harness recorded it: its note on
+    /// the layer, else its notes on the whole sandbox ("disabled by KSEARCH_SANDBOX=off").
+    fn why_missing(&self, layer: &str) -> String {
+        let prefix = format!("{layer}: ");
+        match self.notes.iter().find_map(|n| n.strip_prefix(&prefix)) {
+            Some(why) => why.to_string(),
+            None if !self.notes.is_empty() => self.notes.join("; "),
+            None => "the provenance's environment.sandbox gives no reason".to_string(),
+        }
+    }
+}
+
+fn layers() -> &'static Layers {
+    static LAYERS: OnceLock<Layers> = OnceLock::new();
+    LAYERS.get_or_init(|| {
         let v = eval_source("honest.c", SOFTMAX_OK, &[], &[]);
         assert_eq!(v.status(), "passed", "{}", v.reason());
         let s = &v.json["provenance"]["environment"]["sandbox"];
@@ -114,25 +135,44 @@ fn layers() -> (u64, bool) {
             s["worker"], true,
             "the c backend runs candidates in a worker on Linux: {s}"
         );
-        (
-            s["landlock"].as_u64().unwrap_or(0),
-            s["seccomp"].as_bool().unwrap_or(false),
-        )
+        Layers {
+            landlock: s["landlock"].as_u64().unwrap_or(0),
+            seccomp: s["seccomp"].as_bool().unwrap_or(false),
+            notes: s["notes"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|n| n.as_str().map(str::to_string)).collect())
+                .unwrap_or_default(),
+        }
     })
 }
 
-fn need_seccomp() -> bool {
-    if !layers().1 {
-        eprintln!("skipped: no seccomp filter for this machine (x86_64 Linux only)");
-    }
-    layers().1
+/// `KSEARCH_REQUIRE_SANDBOX=1` (CI sets it, like KSEARCH_REQUIRE_NVCC): a sandbox layer this
+/// machine lacks fails every test that needs it instead of letting it pass untested.
+fn sandbox_required() -> bool {
+    std::env::var("KSEARCH_REQUIRE_SANDBOX").is_ok_and(|v| v == "1")
 }
 
-fn need_landlock() -> bool {
-    if layers().0 == 0 {
-        eprintln!("skipped: this kernel has no Landlock");
+/// Whether `test` can go on: with `layer` missing it fails under KSEARCH_REQUIRE_SANDBOX=1, or
+/// else says on stderr that it skips and why, and returns false.
+fn need(layer: &str, present: bool, test: &str) -> bool {
+    if present {
+        return true;
     }
-    layers().0 > 0
+    let why = layers().why_missing(layer);
+    assert!(
+        !sandbox_required(),
+        "{test}: KSEARCH_REQUIRE_SANDBOX=1 but the worker has no {layer} on this machine ({why})"
+    );
+    eprintln!("skipping {test}: no {layer} ({why}); KSEARCH_REQUIRE_SANDBOX=1 makes this a failure");
+    false
+}
+
+fn need_seccomp(test: &str) -> bool {
+    need("seccomp", layers().seccomp, test)
+}
+
+fn need_landlock(test: &str) -> bool {
+    need("landlock", layers().landlock > 0, test)
 }
 
 const POISON: &str = "still hold the NaN poison of unwritten outputs";
@@ -196,7 +236,7 @@ fn a_constant_for_small_outputs_fails() {
 
 #[test]
 fn the_frameworks_op_through_the_embedded_interpreter_is_out_of_reach() {
-    if !need_landlock() {
+    if !need_landlock("the_frameworks_op_through_the_embedded_interpreter_is_out_of_reach") {
         return;
     }
     let v = eval_candidate("framework_numpy.c", &[]);
@@ -257,7 +297,7 @@ fn threads_spinning_after_the_call_pass_and_leave_nothing_behind() {
 
 #[test]
 fn a_fork_bomb_is_killed_at_its_first_fork() {
-    if !need_seccomp() {
+    if !need_seccomp("a_fork_bomb_is_killed_at_its_first_fork") {
         return;
     }
     let v = eval_candidate("fork_bomb.c", &[]);
@@ -292,7 +332,7 @@ fn an_infinite_loop_times_out() {
 
 #[test]
 fn filling_the_temp_dir_is_killed_at_the_open() {
-    if !need_seccomp() {
+    if !need_seccomp("filling_the_temp_dir_is_killed_at_the_open") {
         return;
     }
     eval_candidate("fill_tmpdir.c", &[]).expect("runtime_error", SIGSYS);
@@ -300,7 +340,7 @@ fn filling_the_temp_dir_is_killed_at_the_open() {
 
 #[test]
 fn writing_outside_the_temp_dir_is_killed_and_writes_nothing() {
-    if !need_seccomp() {
+    if !need_seccomp("writing_outside_the_temp_dir_is_killed_and_writes_nothing") {
         return;
     }
     let outside = tempfile::tempdir().unwrap();
@@ -312,7 +352,7 @@ fn writing_outside_the_temp_dir_is_killed_and_writes_nothing() {
 
 #[test]
 fn a_network_connection_is_killed_at_the_socket() {
-    if !need_seccomp() {
+    if !need_seccomp("a_network_connection_is_killed_at_the_socket") {
         return;
     }
     eval_candidate("network.c", &[]).expect("runtime_error", SIGSYS);
@@ -320,7 +360,7 @@ fn a_network_connection_is_killed_at_the_socket() {
 
 #[test]
 fn another_runs_files_cannot_be_read() {
-    if !need_landlock() {
+    if !need_landlock("another_runs_files_cannot_be_read") {
         return;
     }
     let other = tempfile::tempdir().unwrap();
@@ -356,7 +396,8 @@ fn including_a_file_of_the_machine_is_rejected_before_compiling() {
 
 #[test]
 fn a_record_forged_through_proc_is_not_believed() {
-    if !need_seccomp() || !need_landlock() {
+    let test = "a_record_forged_through_proc_is_not_believed";
+    if !need_seccomp(test) || !need_landlock(test) {
         return;
     }
     // With the sandbox: the pipes cannot be reopened, and the kill is killed.
@@ -382,8 +423,15 @@ fn a_record_forged_through_proc_is_not_believed() {
 
 #[test]
 fn the_sandbox_is_recorded_in_the_provenance() {
-    let (landlock, seccomp) = layers();
-    eprintln!("sandbox: landlock ABI {landlock}, seccomp {seccomp}");
+    let l = layers();
+    eprintln!(
+        "sandbox: landlock ABI {}, seccomp {}, notes {:?}",
+        l.landlock, l.seccomp, l.notes
+    );
+    // Stated here too, so a filtered run of the suite still fails on a machine without a layer.
+    let test = "the_sandbox_is_recorded_in_the_provenance";
+    need("landlock", l.landlock > 0, test);
+    need("seccomp", l.seccomp, test);
 }
 
 // ---- Python-module candidates (backends python and triton) -------------------------------------
