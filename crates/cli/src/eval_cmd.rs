@@ -203,6 +203,10 @@ fn print_table(e: &Evaluation) {
         }
     }
     println!();
+    let resources = resources_text(e);
+    if !resources.is_empty() {
+        println!("{resources}\n");
+    }
     let total = e.workloads.len();
     let passed = e.workloads.iter().filter(|w| w.status == Status::Passed).count();
     if e.passed() {
@@ -226,7 +230,32 @@ fn print_table(e: &Evaluation) {
     }
 }
 
+/// The compiler's resources per kernel (CUDA builds), as the planner and coder read them;
+/// empty when the build reported none.
+fn resources_text(e: &Evaluation) -> String {
+    let kernels = e.compile.as_ref().map(|c| crate::summary::resources(&c.resources));
+    ksearch_search::engine::resource_lines(&kernels.unwrap_or_default())
+}
+
 fn tail_lines(text: &str, n: usize) -> Vec<&str> {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summary::tests::{evaluation, softmax_kernel};
+
+    #[test]
+    fn the_compilers_resources_follow_the_table() {
+        assert_eq!(
+            resources_text(&evaluation(Some(softmax_kernel()))),
+            "Compiler resources per kernel (ptxas, sm_90a):\n\
+             - softmax_rows: 30 registers, 1 KiB shared memory, spills 8 B stored and 4 B loaded per thread, \
+             16 B stack frame"
+        );
+        assert_eq!(resources_text(&evaluation(None)), "");
+        assert_eq!(resources_text(&evaluation(Some(serde_json::json!([])))), "");
+    }
 }

@@ -3,7 +3,7 @@
 
 use crate::run_cmd::load_events;
 use anyhow::Context;
-use ksearch_search::engine::{verdict, Engine, Request};
+use ksearch_search::engine::{resource_lines, verdict, Engine, Request};
 use ksearch_store::RunStore;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -88,6 +88,7 @@ pub(crate) fn show_json(run_dir: &Path) -> anyhow::Result<serde_json::Value> {
                 "id": c.id, "parent": c.parent, "node_id": c.node_id, "round": c.round, "cycle": c.cycle,
                 "status": c.result.as_ref().map(|r| r.status.clone()), "speedup": c.speedup(),
                 "final_speedup": c.final_result.as_ref().and_then(|r| r.speedup),
+                "resources": c.result.as_ref().map(|r| r.resources.clone()).unwrap_or_default(),
             })
         })
         .collect();
@@ -123,12 +124,8 @@ pub(crate) fn run(args: &ShowArgs) -> anyhow::Result<u8> {
     println!();
     match v.best.and_then(|id| e.candidate(id)) {
         Some(b) => {
-            let result = b
-                .final_result
-                .as_ref()
-                .or(b.result.as_ref())
-                .map(verdict)
-                .unwrap_or_default();
+            let summary = b.final_result.as_ref().or(b.result.as_ref());
+            let result = summary.map(verdict).unwrap_or_default();
             let files: Vec<&str> = b.sources.iter().map(|s| s.path.as_str()).collect();
             println!(
                 "best: candidate {} (node {}, round {}): {result}",
@@ -139,6 +136,13 @@ pub(crate) fn run(args: &ShowArgs) -> anyhow::Result<u8> {
                 files.join(", "),
                 args.run_dir.display()
             );
+            for line in summary
+                .map(|s| resource_lines(&s.resources))
+                .unwrap_or_default()
+                .lines()
+            {
+                println!("      {line}");
+            }
         }
         None => println!("best: none passed yet"),
     }

@@ -1,8 +1,8 @@
 //! The evaluation as the search sees it: status, speedup, noise, per-workload figures, the
-//! end of the log.
+//! end of the log, the compiler's resources per kernel.
 
 use ksearch_eval::{Evaluation, Status};
-use ksearch_search::engine::{EvalSummary, WorkloadSummary};
+use ksearch_search::engine::{EvalSummary, KernelResources, WorkloadSummary};
 
 const LOG_LINES: usize = 30;
 
@@ -41,10 +41,77 @@ pub(crate) fn summarize(e: &Evaluation) -> EvalSummary {
             .collect(),
         log_tail: tail(&log, LOG_LINES),
         suspicious,
+        resources: e.compile.as_ref().map(|c| resources(&c.resources)).unwrap_or_default(),
     }
+}
+
+/// The record's per-kernel report (ptxas `-v`), as the search and its outputs read it.
+pub(crate) fn resources(kernels: &[ksearch_eval::KernelResources]) -> Vec<KernelResources> {
+    kernels
+        .iter()
+        .map(|k| KernelResources {
+            name: k.name.clone(),
+            arch: k.arch.clone(),
+            registers: k.registers,
+            spill_store_bytes: k.spill_store_bytes,
+            spill_load_bytes: k.spill_load_bytes,
+            stack_frame_bytes: k.stack_frame_bytes,
+            shared_bytes: k.shared_bytes,
+            constant_bytes: k.constant_bytes,
+            barriers: k.barriers,
+        })
+        .collect()
 }
 
 fn tail(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A passing CUDA evaluation whose build reported `resources` (a JSON array, as the record
+    /// has it), or a CPU one (no compile report) for `None`.
+    pub(crate) fn evaluation(resources: Option<serde_json::Value>) -> Evaluation {
+        let compile = resources.map(|r| json!({"ok": true, "seconds": 2.0, "command": [], "log": "", "resources": r}));
+        serde_json::from_value(json!({
+            "task": "softmax", "solution": "candidate", "status": "passed", "reason": null, "speedup": 1.5,
+            "workloads": [], "compile": compile, "wall_seconds": 1.0, "stage_seconds": {}, "log": "",
+            "provenance": {"device": "cuda:0", "backend": "cuda", "seed": 1, "harness_version": null,
+                           "environment": null, "trials": 3},
+        }))
+        .unwrap()
+    }
+
+    pub(crate) fn softmax_kernel() -> serde_json::Value {
+        json!([{"name": "_Z12softmax_rowsPKfPfl", "arch": "sm_90a", "registers": 30, "spill_store_bytes": 8,
+                "spill_load_bytes": 4, "stack_frame_bytes": 16, "shared_bytes": 1024, "constant_bytes": null,
+                "barriers": 1}])
+    }
+
+    #[test]
+    fn the_compilers_resources_reach_the_summary() {
+        let s = summarize(&evaluation(Some(softmax_kernel())));
+        assert_eq!(
+            s.resources,
+            vec![KernelResources {
+                name: "_Z12softmax_rowsPKfPfl".into(),
+                arch: "sm_90a".into(),
+                registers: 30,
+                spill_store_bytes: Some(8),
+                spill_load_bytes: Some(4),
+                stack_frame_bytes: Some(16),
+                shared_bytes: 1024,
+                constant_bytes: None,
+                barriers: Some(1),
+            }]
+        );
+        // CPU backends have no compile report with resources: nothing, and nothing serialised.
+        let cpu = summarize(&evaluation(None));
+        assert!(cpu.resources.is_empty());
+        assert!(serde_json::to_value(&cpu).unwrap().get("resources").is_none());
+    }
 }

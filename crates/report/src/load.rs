@@ -8,7 +8,7 @@
 use crate::diff::diff_against_seed;
 use crate::error::ReportError;
 use crate::model::*;
-use ksearch_search::engine::{Engine, Event, Request};
+use ksearch_search::engine::{kernel_name, resource_brief, Engine, Event, KernelResources, Request};
 use ksearch_store::{EvaluationRow, ExchangeRow, RunStore};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -176,6 +176,7 @@ fn attempts(engine: &Engine, origins: &HashMap<i64, String>, failed: Vec<FailedC
                 final_speedup: None,
                 final_status: None,
                 note: None,
+                resources: String::new(),
             });
         }
     };
@@ -196,6 +197,7 @@ fn attempts(engine: &Engine, origins: &HashMap<i64, String>, failed: Vec<FailedC
             final_speedup: c.final_result.as_ref().filter(|r| r.passed()).and_then(|r| r.speedup),
             final_status: c.final_result.as_ref().map(|r| r.status.clone()),
             note: c.note.clone(),
+            resources: result.map(|r| resource_brief(&r.resources)).unwrap_or_default(),
         });
     }
     push_failed_before(usize::MAX, &mut out);
@@ -354,9 +356,16 @@ fn best_kernel(
             }
         })
         .collect();
-    let workloads = latest_record(evaluations, id)
+    let record = latest_record(evaluations, id);
+    let workloads = record
         .and_then(|r| r["workloads"].as_array())
         .map(|ws| ws.iter().map(workload_row).collect())
+        .unwrap_or_default();
+    // The record's report, else the summary's (the same figures, also in the event log).
+    let resources = record
+        .and_then(|r| serde_json::from_value::<Vec<KernelResources>>(r["compile"]["resources"].clone()).ok())
+        .filter(|k| !k.is_empty())
+        .or_else(|| summary.map(|s| s.resources.clone()))
         .unwrap_or_default();
     Some(BestKernel {
         candidate: id,
@@ -371,7 +380,23 @@ fn best_kernel(
         files,
         has_seed: !seed_sources.is_empty(),
         workloads,
+        kernels: resources.iter().map(kernel_row).collect(),
     })
+}
+
+fn kernel_row(k: &KernelResources) -> KernelRow {
+    KernelRow {
+        name: kernel_name(&k.name),
+        symbol: k.name.clone(),
+        arch: k.arch.clone(),
+        registers: k.registers,
+        spill_store_bytes: k.spill_store_bytes,
+        spill_load_bytes: k.spill_load_bytes,
+        stack_frame_bytes: k.stack_frame_bytes,
+        shared_bytes: k.shared_bytes,
+        constant_bytes: k.constant_bytes,
+        barriers: k.barriers,
+    }
 }
 
 fn workload_row(w: &Value) -> WorkloadRow {

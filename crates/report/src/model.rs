@@ -115,6 +115,9 @@ pub struct Attempt {
     pub final_status: Option<String>,
     /// How the engine made it when no coder wrote it.
     pub note: Option<String>,
+    /// The compiler's resources per kernel in short (`30 regs, 1 KiB smem`); empty when the
+    /// build reported none (CPU backends, failed builds, runs recorded before it existed).
+    pub resources: String,
 }
 
 impl Attempt {
@@ -146,6 +149,7 @@ impl Attempt {
             final_speedup: None,
             final_status: None,
             note: None,
+            resources: String::new(),
         }
     }
 }
@@ -165,6 +169,27 @@ pub struct BestKernel {
     /// True when the task has a seed to compare with.
     pub has_seed: bool,
     pub workloads: Vec<WorkloadRow>,
+    /// The compiler's resource report of its build, one row per kernel (CUDA builds only).
+    pub kernels: Vec<KernelRow>,
+}
+
+/// One kernel of the best candidate's build, from ptxas `-v` (docs/protocol.md).
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelRow {
+    /// The kernel's name without C++ mangling where that is cheap, else its symbol.
+    pub name: String,
+    /// The symbol as ptxas printed it.
+    pub symbol: String,
+    pub arch: String,
+    pub registers: u32,
+    /// Bytes spilled to local memory per thread (`None`: ptxas did not say).
+    pub spill_store_bytes: Option<u64>,
+    pub spill_load_bytes: Option<u64>,
+    pub stack_frame_bytes: Option<u64>,
+    /// Static shared memory per block.
+    pub shared_bytes: u64,
+    pub constant_bytes: Option<u64>,
+    pub barriers: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize)]

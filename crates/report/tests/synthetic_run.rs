@@ -4,7 +4,9 @@
 //! report model must account for all of it, in progress and finished, and the pages must draw it.
 
 use ksearch_report::{load, Renderer, RunReport};
-use ksearch_search::engine::{Engine, EngineConfig, EvalSummary, Event, Request, Source, TaskBrief, WorkloadSummary};
+use ksearch_search::engine::{
+    Engine, EngineConfig, EvalSummary, Event, KernelResources, Request, Source, TaskBrief, WorkloadSummary,
+};
 use ksearch_store::{CandidateRow, EvaluationRow, ExchangeRow, RunStore};
 use serde_json::json;
 
@@ -20,7 +22,22 @@ struct Script {
     answered: u32,
 }
 
-fn summary(status: &str, speedup: Option<f64>) -> EvalSummary {
+/// ptxas's report of a coder's build (the seed's and failed builds have none).
+fn kernels() -> Vec<KernelResources> {
+    vec![KernelResources {
+        name: "_Z1kPf".into(),
+        arch: "sm_90".into(),
+        registers: 40,
+        spill_store_bytes: Some(0),
+        spill_load_bytes: Some(0),
+        stack_frame_bytes: Some(0),
+        shared_bytes: 2048,
+        constant_bytes: None,
+        barriers: Some(1),
+    }]
+}
+
+fn summary(status: &str, speedup: Option<f64>, resources: Vec<KernelResources>) -> EvalSummary {
     EvalSummary {
         status: status.into(),
         reason: (status != "passed").then(|| "kernel.cu:3: error: expected ';'".to_string()),
@@ -36,11 +53,12 @@ fn summary(status: &str, speedup: Option<f64>) -> EvalSummary {
         }],
         log_tail: String::new(),
         suspicious: None,
+        resources,
     }
 }
 
 /// The whole evaluation record, as the evaluator writes it.
-fn record(status: &str, speedup: Option<f64>) -> serde_json::Value {
+fn record(status: &str, speedup: Option<f64>, resources: &[KernelResources]) -> serde_json::Value {
     let workload = |uuid: &str, n: i64, s: Option<f64>| {
         json!({"uuid": uuid, "axes": {"N": n}, "status": status, "reason": null,
                "correctness": {"trials": 2, "max_abs_error": 1e-6, "matched_ratio": 1.0},
@@ -51,7 +69,8 @@ fn record(status: &str, speedup: Option<f64>) -> serde_json::Value {
     };
     json!({"status": status, "speedup": speedup, "wall_seconds": 0.5,
            "workloads": [workload("w0", 1024, speedup), workload("w1", 4096, speedup)],
-           "compile": {"ok": status != "compile_error", "command": ["nvcc", "-O3", "kernel.cu"], "arch": "sm_90"},
+           "compile": {"ok": status != "compile_error", "command": ["nvcc", "-O3", "kernel.cu"], "arch": "sm_90",
+                       "resources": resources},
            "provenance": {"device": "cuda:0", "backend": "cuda", "seed": 99, "harness_version": "0.2.0", "trials": 2,
                "environment": {"python": "3.11", "device": {"name": "NVIDIA H200", "driver": "570.1", "cuda_runtime": "12.8"}}},
            "leased_device": "0"})
@@ -167,6 +186,11 @@ impl Script {
                     self.passed += 1;
                     ("passed", Some(1.0 + 0.25 * self.passed as f64))
                 };
+                let resources = if status == "passed" && sources[0].content != SEED {
+                    kernels()
+                } else {
+                    vec![]
+                };
                 let purpose_name = serde_json::to_value(purpose).unwrap().as_str().unwrap().to_string();
                 self.store
                     .add_evaluation(&EvaluationRow {
@@ -175,13 +199,13 @@ impl Script {
                         purpose: purpose_name,
                         status: status.into(),
                         speedup,
-                        record: record(status, speedup),
+                        record: record(status, speedup, &resources),
                     })
                     .unwrap();
                 self.append(Event::Evaluated {
                     request_id: id,
                     candidate_id,
-                    summary: summary(status, speedup),
+                    summary: summary(status, speedup, resources),
                 });
             }
             Request::Plan { id, plan, .. } => {
@@ -241,6 +265,10 @@ fn a_run_in_progress_and_finished_is_fully_accounted_for_and_drawn() {
         partial.state
     );
     assert_eq!(partial.tree.nodes.len(), 4);
+    // Only the seed so far, whose build reported no resources: no column, no table.
+    let partial_html = Renderer::new().report(&partial).unwrap();
+    assert!(!partial_html.contains("<th>resources</th>"));
+    assert!(!partial_html.contains("Compiler resources"));
 
     let mut steps = 0;
     while s.step() {
@@ -268,6 +296,12 @@ fn a_run_in_progress_and_finished_is_fully_accounted_for_and_drawn() {
         "after the seed, the first attempt had no code"
     );
     assert!(r.attempts.iter().any(|a| a.status.as_deref() == Some("compile_error")));
+    // The compiler's resources of each passing coder build, in short; none for the others.
+    for a in &r.attempts {
+        let coder_pass = a.status.as_deref() == Some("passed") && a.origin == "coder";
+        let want = if coder_pass { "40 regs, 2 KiB smem" } else { "" };
+        assert_eq!(a.resources, want, "{a:?}");
+    }
 
     let st = statuses(&r);
     assert!(st.contains(&("a".into(), "too_hard".into())), "{st:?}");
@@ -306,6 +340,12 @@ fn a_run_in_progress_and_finished_is_fully_accounted_for_and_drawn() {
     assert_eq!(best.workloads[1].axes, "N=4096");
     assert!((best.workloads[0].relative_noise.unwrap() - 0.04).abs() < 1e-12);
     assert_eq!(best.workloads[0].gb_per_s, Some(2100.0));
+    assert_eq!(best.kernels.len(), 1);
+    assert_eq!(
+        (best.kernels[0].name.as_str(), best.kernels[0].symbol.as_str()),
+        ("k", "_Z1kPf")
+    );
+    assert_eq!((best.kernels[0].registers, best.kernels[0].shared_bytes), (40, 2048));
     let prov: Vec<(&str, &str)> = r
         .provenance
         .iter()
@@ -330,6 +370,11 @@ fn a_run_in_progress_and_finished_is_fully_accounted_for_and_drawn() {
         "markup from the run or a script in the report"
     );
     assert!(html.contains("synthetic &lt;task&gt;"));
+    assert!(html.contains("<th>resources</th>"));
+    assert!(html.contains("<td class=\"resources\">40 regs, 2 KiB smem</td>"));
+    let kernels = &html[html.find("<h3>Compiler resources</h3>").unwrap()..];
+    assert!(kernels.contains("<td title=\"_Z1kPf\">k</td><td>sm_90</td><td class=\"n\">40</td>"));
+    assert!(kernels.contains("<td class=\"n\">2048 B</td>"));
     assert_eq!(html.matches("class=\"wm-node ").count(), r.tree.nodes.len());
     let chart = &html[html.find("id=\"progress-chart\"").unwrap()..];
     let chart = &chart[..chart.find("</svg>").unwrap()];

@@ -168,5 +168,6 @@ fn summary(speedup: f64) -> EvalSummary {
             .collect(),
         log_tail: String::new(),
         suspicious: None,
+        resources: vec![],
     }
 }

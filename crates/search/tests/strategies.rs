@@ -551,6 +551,7 @@ fn the_knob_tuner_serves_the_baselines_too() {
                         workloads: vec![],
                         log_tail: String::new(),
                         suspicious: None,
+                        resources: vec![],
                     },
                 },
             };

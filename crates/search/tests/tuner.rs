@@ -119,6 +119,7 @@ fn run(rounds: u32) -> Engine {
                     workloads: vec![],
                     log_tail: String::new(),
                     suspicious: None,
+                    resources: vec![],
                 };
                 Event::Evaluated {
                     request_id: id,

@@ -132,6 +132,7 @@ pub(crate) fn rejected(reason: String) -> EvalSummary {
         workloads: vec![],
         log_tail: String::new(),
         suspicious: None,
+        resources: vec![],
     }
 }
 

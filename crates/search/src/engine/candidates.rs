@@ -2,6 +2,7 @@
 //! summary the planner and coder read.
 
 use super::protocol::{EvalSummary, Source};
+use super::resources::resource_lines;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -68,6 +69,17 @@ pub fn workload_lines(summary: &EvalSummary) -> String {
         .join("\n")
 }
 
+/// What a prompt shows of a measured candidate: `workload_lines`, then the compiler's resource
+/// report per kernel (registers, spills, shared memory) when the build made one.
+pub fn measurement_lines(summary: &EvalSummary) -> String {
+    let resources = resource_lines(&summary.resources);
+    match (summary.workloads.is_empty(), resources.is_empty()) {
+        (_, true) => workload_lines(summary),
+        (true, false) => resources,
+        (false, false) => format!("{}\n{resources}", workload_lines(summary)),
+    }
+}
+
 fn micros(ns: f64) -> String {
     format!("{:.1} us", ns / 1e3)
 }
@@ -118,6 +130,7 @@ mod tests {
             workloads: vec![],
             log_tail: String::new(),
             suspicious: None,
+            resources: vec![],
         }
     }
 

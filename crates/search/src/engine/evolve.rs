@@ -22,7 +22,7 @@
 //! - **Randomness**: a splitmix64 PRNG seeded from `rng_seed`, advanced only by the sampling
 //!   done while applying an event, so a replay draws the same numbers.
 
-use super::candidates::{beats, workload_lines, Candidate};
+use super::candidates::{beats, measurement_lines, Candidate};
 use super::protocol::{CodeKind, EngineConfig, Source};
 use super::refine::{self, Tried};
 use super::render::{describe, files, performance, task_json};
@@ -438,7 +438,7 @@ fn prompt(
         "parent": {
             "id": parent.id,
             "verdict": describe(parent),
-            "workloads": parent.result.as_ref().map(workload_lines).unwrap_or_default(),
+            "workloads": parent.result.as_ref().map(measurement_lines).unwrap_or_default(),
             "files": files(parent),
         },
         "inspirations": inspirations,

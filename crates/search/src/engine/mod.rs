@@ -22,13 +22,15 @@ mod prompts;
 mod protocol;
 mod refine;
 mod render;
+mod resources;
 
 pub use candidates::{beats, verdict, Candidate};
 pub use evolve::{descriptors, Elite, Evolve, Island, Migration, Step};
 pub use protocol::{
-    CodeKind, EngineConfig, EvalSummary, Event, PlanKind, Purpose, Request, Source, Strategy, TaskBrief,
-    WorkloadSummary,
+    CodeKind, EngineConfig, EvalSummary, Event, KernelResources, PlanKind, Purpose, Request, Source, Strategy,
+    TaskBrief, WorkloadSummary,
 };
+pub use resources::{kernel_name, resource_brief, resource_lines};
 
 use crate::world_model::{ComputedSignals, NodeId, SolutionRef, WorldModel};
 use ksearch_llm::extract::code_files;
@@ -289,15 +291,7 @@ impl Engine {
                         Some(Request::Plan { .. }) => self.on_planner(Err(error))?,
                         Some(Request::Code { .. }) => self.on_coder(Err(error))?,
                         Some(Request::Evaluate { candidate_id, .. }) => {
-                            let summary = EvalSummary {
-                                status: "harness_error".into(),
-                                reason: Some(error.clone()),
-                                speedup: None,
-                                relative_noise: None,
-                                workloads: vec![],
-                                log_tail: String::new(),
-                                suspicious: None,
-                            };
+                            let summary = EvalSummary::failure("harness_error", error.clone());
                             self.on_evaluated(candidate_id, &summary)?
                         }
                         _ => {}

@@ -175,9 +175,54 @@ pub struct EvalSummary {
     /// Set when the timing looks physically impossible; such a result never becomes the best.
     #[serde(default)]
     pub suspicious: Option<String>,
+    /// The compiler's resource report per kernel (ptxas `-v`, backend cuda), in compilation
+    /// order. Empty for other backends, for builds that failed, and in runs recorded before it
+    /// existed; not serialised when empty, so such events read and write as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<KernelResources>,
+}
+
+/// One kernel's compiler resources, as the evaluation record's `compile.resources` has them
+/// (docs/protocol.md, "Compiler resource report").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelResources {
+    /// The kernel's symbol, mangled as ptxas prints it (`kernel_name` shortens it).
+    pub name: String,
+    #[serde(default)]
+    pub arch: String,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Bytes spilled to local memory per thread; `None` where ptxas did not say.
+    #[serde(default)]
+    pub spill_store_bytes: Option<u64>,
+    #[serde(default)]
+    pub spill_load_bytes: Option<u64>,
+    #[serde(default)]
+    pub stack_frame_bytes: Option<u64>,
+    /// Static shared memory per block.
+    #[serde(default)]
+    pub shared_bytes: u64,
+    #[serde(default)]
+    pub constant_bytes: Option<u64>,
+    #[serde(default)]
+    pub barriers: Option<u32>,
 }
 
 impl EvalSummary {
+    /// An evaluation that produced no measurement: `status` with `reason`, nothing else.
+    pub fn failure(status: &str, reason: String) -> EvalSummary {
+        EvalSummary {
+            status: status.to_string(),
+            reason: Some(reason),
+            speedup: None,
+            relative_noise: None,
+            workloads: vec![],
+            log_tail: String::new(),
+            suspicious: None,
+            resources: vec![],
+        }
+    }
+
     pub fn passed(&self) -> bool {
         self.status == "passed" && self.speedup.is_some() && self.suspicious.is_none()
     }

@@ -13,7 +13,8 @@
 
 use super::render::{describe, files, performance, task_json};
 use super::{prompts, render, CodeKind, Engine, EngineError, Request};
-use crate::engine::candidates::workload_lines;
+use crate::engine::candidates::measurement_lines;
+use crate::engine::resources::resource_lines;
 use ksearch_llm::Message;
 use serde_json::json;
 
@@ -105,7 +106,7 @@ pub(super) fn prompt(
         ctx["base"] = json!({
             "id": b.id,
             "verdict": describe(b),
-            "workloads": b.result.as_ref().map(workload_lines).unwrap_or_default(),
+            "workloads": b.result.as_ref().map(measurement_lines).unwrap_or_default(),
             "files": files(b),
         });
     }
@@ -115,6 +116,7 @@ pub(super) fn prompt(
             ctx["failure"] = json!({
                 "verdict": last.map(|t| tried_verdict(e, t)).unwrap_or_default(),
                 "log": failed.and_then(|c| c.result.as_ref()).map(|r| r.log_tail.clone()).unwrap_or_default(),
+                "resources": failed.and_then(|c| c.result.as_ref()).map(|r| resource_lines(&r.resources)).unwrap_or_default(),
                 "has_code": failed.is_some(),
             });
         }

@@ -1,7 +1,8 @@
 //! Builds the prompts from the engine's state (what the planner and coder get to see).
 
-use super::candidates::{verdict, workload_lines, Candidate};
+use super::candidates::{measurement_lines, verdict, Candidate};
 use super::protocol::{CodeKind, PlanKind};
+use super::resources::resource_lines;
 use super::{prompts, Attempt, Engine};
 use serde_json::json;
 
@@ -66,7 +67,7 @@ pub(super) fn performance(e: &Engine) -> String {
                 describe(b)
             ));
             if let Some(r) = &b.result {
-                out.push(workload_lines(r));
+                out.push(measurement_lines(r));
             }
         }
         None => out.push("No passing candidate yet.".to_string()),
@@ -139,7 +140,7 @@ pub(super) fn plan_prompt(e: &Engine, plan: &PlanKind, feedback: Option<&str>) -
             if let Some(seed) = e.candidates.first() {
                 ctx["seed"] = json!({
                     "verdict": describe(seed),
-                    "workloads": seed.result.as_ref().map(workload_lines).unwrap_or_default(),
+                    "workloads": seed.result.as_ref().map(measurement_lines).unwrap_or_default(),
                 });
             }
             "plan_init.j2"
@@ -167,7 +168,7 @@ pub(super) fn plan_prompt(e: &Engine, plan: &PlanKind, feedback: Option<&str>) -
                         "candidate {}: {}\n{}",
                         b.id,
                         describe(b),
-                        b.result.as_ref().map(workload_lines).unwrap_or_default()
+                        b.result.as_ref().map(measurement_lines).unwrap_or_default()
                     ))
                     .unwrap_or_default());
                 "plan_refine.j2"
@@ -212,6 +213,7 @@ pub(super) fn code_prompt(e: &Engine, kind: CodeKind, node_id: &str) -> Result<S
                     _ => String::new(),
                 }).unwrap_or_default(),
                 "log": failed.and_then(|c| c.result.as_ref()).map(|r| r.log_tail.clone()).unwrap_or_default(),
+                "resources": failed.and_then(|c| c.result.as_ref()).map(|r| resource_lines(&r.resources)).unwrap_or_default(),
                 "files": failed.or(base).map(files).unwrap_or_else(|| "(no code was extracted from the last answer)".to_string()),
             });
             "code_debug.j2"
@@ -220,7 +222,7 @@ pub(super) fn code_prompt(e: &Engine, kind: CodeKind, node_id: &str) -> Result<S
             let best = cycle.and_then(|c| c.best).and_then(|id| e.candidate(id));
             ctx["best"] = json!({
                 "verdict": best.map(describe).unwrap_or_default(),
-                "workloads": best.and_then(|b| b.result.as_ref()).map(workload_lines).unwrap_or_default(),
+                "workloads": best.and_then(|b| b.result.as_ref()).map(measurement_lines).unwrap_or_default(),
                 "files": best.map(files).unwrap_or_default(),
             });
             "code_improve.j2"

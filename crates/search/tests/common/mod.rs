@@ -48,6 +48,7 @@ pub fn summary(text: &str) -> EvalSummary {
             String::new()
         },
         suspicious: None,
+        resources: vec![],
     }
 }
 
