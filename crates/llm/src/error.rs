@@ -53,6 +53,15 @@ pub enum LlmError {
         message: String,
     },
 
+    #[error("{provider}: the connection to {url} broke while its answer (HTTP {status}) was being read, after {attempts} attempt(s): {message}. The server was reached: look at its logs, or at a proxy between here and there")]
+    Interrupted {
+        provider: String,
+        url: String,
+        status: u16,
+        attempts: u32,
+        message: String,
+    },
+
     #[error("{provider}: the answer is not in the expected format: {message}")]
     MalformedResponse { provider: String, message: String },
 
@@ -71,7 +80,7 @@ impl LlmError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            LlmError::Http { .. } | LlmError::Timeout { .. } | LlmError::Connect { .. }
+            LlmError::Http { .. } | LlmError::Timeout { .. } | LlmError::Connect { .. } | LlmError::Interrupted { .. }
         )
     }
 }

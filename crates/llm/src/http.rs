@@ -189,6 +189,19 @@ impl HttpClient {
             .and_then(|v| parse_retry_after(v, SystemTime::now()));
         let text = match response.text().await {
             Ok(t) => t,
+            // The server answered, then the body broke off: not a connection problem.
+            Err(e) if !e.is_timeout() => {
+                return Err(Failure::Transient {
+                    error: LlmError::Interrupted {
+                        provider: provider.clone(),
+                        url: self.redact(url),
+                        status: status.as_u16(),
+                        attempts,
+                        message: self.excerpt(&error_chain(&e)),
+                    },
+                    retry_after: None,
+                })
+            }
             Err(e) => return Err(self.transport_failure(url, &e, attempts)),
         };
 

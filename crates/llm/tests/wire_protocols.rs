@@ -873,6 +873,49 @@ async fn connection_refused_is_a_connect_error_after_retries() {
 }
 
 #[tokio::test]
+async fn an_answer_cut_off_mid_body_is_an_interrupted_read_not_an_unreachable_server() {
+    // A raw server: it promises 1000 bytes of body, sends 10, and closes the connection.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming().take(2) {
+            let Ok(mut stream) = stream else { return };
+            let mut request = [0u8; 65536];
+            let _ = stream.read(&mut request);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"id\": \"x",
+            );
+        }
+    });
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let mut cfg = config(ProviderKind::OpenaiChat, &url, "m");
+    cfg.max_retries = 1;
+    cfg.retry_base_delay_s = 0.01;
+    cfg.retry_max_delay_s = 0.02;
+    let err = model(&cfg).complete(&conversation()).await.unwrap_err();
+    match &err {
+        LlmError::Interrupted {
+            attempts,
+            status,
+            url: u,
+            ..
+        } => {
+            assert_eq!(*attempts, 2);
+            assert_eq!(*status, 200);
+            assert_eq!(u, &format!("{url}/chat/completions"));
+        }
+        other => panic!("expected an interrupted read, got {other:?}"),
+    }
+    assert!(err.is_transient(), "a retry may get the whole answer");
+    let text = err.to_string();
+    assert!(
+        text.contains("The server was reached") && !text.contains("base_url"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
 async fn a_bad_effort_in_a_request_is_a_config_error() {
     let server = serve(vec![chat_ok()]).await;
     let mut request = conversation();
