@@ -62,14 +62,14 @@ pub(crate) fn builtin() -> Result<Sources, KbError> {
 pub(crate) fn folder_with_some(dir: &Path) -> Result<Sources, KbError> {
     let sources = folder(dir)?;
     let list = || FOLDERS.map(|f| format!("{f}/")).join(", ");
+    let mut problems = Vec::new();
     if sources.iter().all(Option::is_none) {
-        return Err(KbError::one(
+        problems.push(Problem::new(
             dir.display().to_string(),
             "",
             format!("has none of the folders {}", list()),
         ));
     }
-    let mut problems = Vec::new();
     for path in entries(dir)? {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         if path.is_dir() {

@@ -458,10 +458,18 @@ fn misplaced_files_are_errors_not_ignored() {
         "{err}"
     );
     assert!(err.to_string().contains("move it into the one for its kind"), "{err}");
-    // A folder with none of the four.
+    // A folder with none of the four (a misnamed one is named too).
     let empty = tempfile::tempdir().unwrap();
     let err = Kb::builtin().unwrap().with_dir(empty.path()).unwrap_err();
     assert!(err.to_string().contains("has none of the folders"), "{err}");
+    write(empty.path(), "translations/triton-to-metal.toml", TRITON_TO_METAL);
+    let err = Kb::builtin().unwrap().with_dir(empty.path()).unwrap_err();
+    assert_eq!(err.problems().len(), 2, "{err}");
+    assert!(
+        err.to_string()
+            .contains("translations: is not a folder of the knowledge base"),
+        "{err}"
+    );
     let err = Kb::builtin().unwrap().with_dir(&empty.path().join("nope")).unwrap_err();
     assert!(matches!(err, KbError::Io { .. }), "{err}");
 }
