@@ -134,6 +134,8 @@ pub(crate) fn run() -> anyhow::Result<u8> {
         }
         Err(e) => line(false, "ksearch.toml", e.to_string()),
     }
+    let (ok, kb) = crate::knowledge::describe(crate::knowledge::overrides_dir().as_deref());
+    line(ok, "knowledge base", kb);
     println!("     {:<22} {}", "cache", ksearch_eval::harness::cache_dir().display());
     Ok(if problems == 0 { 0 } else { crate::EXIT_FAILED })
 }

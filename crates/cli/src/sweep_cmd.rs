@@ -34,7 +34,7 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<u8> {
     let tuner = crate::knowledge::tuner(&task)?;
     let template = task.template.as_ref().context("the task has no kernel template")?;
     let kb = crate::knowledge::kb()?;
-    let hw = crate::knowledge::hw_figures(&kb, crate::knowledge::target_of(&task))?;
+    let hw = crate::knowledge::task_figures(&kb, &task)?;
     let valid = template.space.enumerate_valid(&hw, MAX_ASSIGNMENTS);
     let chosen: Vec<Assignment> = match (args.grid, args.random) {
         (true, None) => valid,
