@@ -18,6 +18,13 @@ pub enum DeviceError {
     /// A pool needs at least one device.
     #[error("no device to evaluate on: {reason}")]
     NoDevices { reason: String },
+    /// A device's cross-process lock file cannot be used (see [`crate::DeviceLocks`]).
+    #[error("cannot lock {device} against other processes ({path}): {reason}")]
+    Lock {
+        device: String,
+        path: String,
+        reason: String,
+    },
     /// [`crate::DevicePool::lease_timeout`] waited this long without a device coming free.
     #[error("no device came free within {waited:?} ({busy} of {total} busy)")]
     Timeout {
