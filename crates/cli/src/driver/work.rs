@@ -3,7 +3,7 @@
 //! its only writer); they hand back a [`Done`] with everything to record.
 
 use crate::summary::summarize;
-use ksearch_devices::DevicePool;
+use ksearch_devices::{DeviceLocks, DevicePool};
 use ksearch_eval::{evaluate, EvalError, EvalOptions, Evaluation};
 use ksearch_llm::{ChatRequest, LlmClient, LlmError, Message};
 use ksearch_search::engine::{EvalSummary, Event, Purpose};
@@ -30,7 +30,7 @@ pub(crate) enum Done {
         request_id: String,
         candidate_id: i64,
         purpose: Purpose,
-        device: String,
+        device: Leased,
         result: Box<Result<Evaluation, EvalError>>,
     },
 }
@@ -76,8 +76,12 @@ impl Done {
                     let summary = summarize(&evaluation);
                     let mut record = serde_json::to_value(&evaluation).unwrap_or_default();
                     // The pool's name for the device (the record's provenance has the
-                    // harness's view of it).
-                    record["leased_device"] = serde_json::json!(device);
+                    // harness's view of it, `cuda:K` as this process numbers the GPUs), and the
+                    // GPU's UUID, which names it whatever the numbering.
+                    record["leased_device"] = serde_json::json!(device.label);
+                    if let Some(uuid) = device.uuid {
+                        record["leased_device_uuid"] = serde_json::json!(uuid);
+                    }
                     store.add_evaluation(&EvaluationRow {
                         id: None,
                         candidate_id,
@@ -201,25 +205,64 @@ pub(crate) async fn call_llm(
     (row, outcome)
 }
 
+/// The device an evaluation ran on: the pool's label (`cuda:1`, `cpu:0`) and the GPU's UUID.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Leased {
+    pub label: String,
+    pub uuid: Option<String>,
+}
+
+/// What an evaluation on `device` is told about it, for a solution in `language`: the device
+/// as this process numbers it (`cuda:K`), because the evaluation's child inherits this
+/// process's environment (`EvalOptions` has no environment of its own, so the child cannot be
+/// given `CUDA_VISIBLE_DEVICES=<uuid>`, and with it `cuda:0`; see `Device::env`). `None` keeps
+/// the backend's default: a CPU slot, or a candidate whose backend cannot run on a GPU (a C
+/// kernel in a GPU task).
+pub(crate) fn device_option(device: &ksearch_devices::Device, language: &str) -> Option<String> {
+    let cuda = device.cuda_device()?;
+    ksearch_eval::backend_for(language, Some(&cuda)).is_ok().then_some(cuda)
+}
+
 /// Evaluates a solution on a device of the pool (on a worker): waits for a device (first come,
-/// first served), points the evaluation at it, and frees it when done, whatever happens.
-/// Returns the device's label and the evaluation.
+/// first served within this process), locks it against other processes (two ksearch processes
+/// timing on one GPU or CPU slot would spoil both; the user is told once whom it waits for),
+/// points the evaluation at it, and frees it when done, whatever happens. Returns the device
+/// and the evaluation.
 pub(crate) fn evaluate_on_device(
     task: &Task,
     solution: &Solution,
     mut opts: EvalOptions,
     pool: &DevicePool,
-) -> (String, Result<Evaluation, EvalError>) {
-    let lease = pool.lease();
-    // The evaluation's child inherits this process's environment, so the GPU is named as this
-    // process numbers it. A candidate whose backend cannot run there (a C kernel in a GPU
-    // task) keeps its backend's default device.
-    if let Some(device) = lease.cuda_device() {
-        if ksearch_eval::backend_for(&solution.spec.language, Some(&device)).is_ok() {
-            opts.device = Some(device);
-        }
-    }
+) -> (Leased, Result<Evaluation, EvalError>) {
     let notify = |m: &str| eprintln!("ksearch: {m}");
+    let lease = match pool.lease_locked(&DeviceLocks::from_env(), &notify) {
+        Ok(lease) => lease,
+        Err(e) => return (Leased::default(), Err(EvalError::Setup(e.to_string()))),
+    };
+    opts.device = device_option(lease.device(), &solution.spec.language).or(opts.device);
     let result = evaluate(task, solution, &opts, &notify);
-    (lease.label(), result)
+    let leased = Leased {
+        label: lease.label(),
+        uuid: lease.device().uuid.clone(),
+    };
+    (leased, result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::device_option;
+
+    #[test]
+    fn an_evaluation_is_told_its_gpu_as_this_process_numbers_it() {
+        let text = "0, NVIDIA H200, GPU-aaaa, 143771 MiB\n1, NVIDIA H200, GPU-bbbb, 143771 MiB\n";
+        let all = ksearch_devices::parse_nvidia_smi(text).unwrap();
+        // nvidia-smi's GPU 1 is this process's cuda:0 under CUDA_VISIBLE_DEVICES=1.
+        let seen = ksearch_devices::apply_cuda_visible_devices(all.clone(), Some("1"));
+        assert_eq!(device_option(&all[1], "python").as_deref(), Some("cuda:1"));
+        assert_eq!(device_option(&seen[0], "python").as_deref(), Some("cuda:0"));
+        assert_eq!(device_option(&all[1], "cuda").as_deref(), Some("cuda:1"));
+        // A C kernel keeps its backend's default (the CPU), as does a CPU slot.
+        assert_eq!(device_option(&all[1], "c"), None);
+        assert_eq!(device_option(&ksearch_devices::cpu_slots(1)[0], "python"), None);
+    }
 }
