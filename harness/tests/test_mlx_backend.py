@@ -1,4 +1,5 @@
-"""Backend mlx end to end, through the harness process. Skipped without MLX.
+"""Backend mlx end to end, through the harness process. Without MLX these skip, printing why,
+unless KSEARCH_REQUIRE_MLX=1 (.ci/run, which installs mlx[cpu]) makes that a failure.
 
 On MLX's CPU device (the mlx[cpu] package is enough): Python launchers of MLX operations, the
 checks of what they return, their failures, MLX and NumPy references, bfloat16, cached results
@@ -8,23 +9,12 @@ dialect: a correct one passes, one that leaves an element unwritten fails on the
 does not compile fails with the compiler's message.
 """
 
-import json
-import subprocess
-import sys
 import unittest
 
+from tests.mlx_support import STATE, requires_mlx
 from tests.support import request, run
 
 
-def _mlx_state():
-    probe = ("import mlx.core as mx\n"
-             "has = lambda m: bool(getattr(getattr(mx, m, None), 'is_available', lambda: 0)())\n"
-             "print('metal' if has('metal') else 'cuda' if has('cuda') else 'cpu')\n")
-    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    return found.stdout.strip() if found.returncode == 0 else None
-
-
-STATE = _mlx_state()
 MLX_REFERENCE = ("import mlx.core as mx\n"
                  "def run(x):\n"
                  "    return mx.softmax(x.astype(mx.float32), axis=-1, precise=True)\n")
@@ -39,7 +29,7 @@ def mlx_request(files, entry, device="mlx:cpu", **kw):
     return req
 
 
-@unittest.skipUnless(STATE is not None, "MLX is not installed")
+@requires_mlx()
 class Launchers(unittest.TestCase):
     def statuses(self, req, expected):
         result = run(req, timeout=300)

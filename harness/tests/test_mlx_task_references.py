@@ -4,10 +4,11 @@ implementations, on small shapes, under each task's own tolerance.
 A reference judges every candidate, so it is checked against a second implementation written
 from the definition's description: NumPy in float64, no MLX. The baselines are checked against
 the same NumPy results, as candidates. Runs on MLX's GPU where it has one, else on its CPU (the
-mlx[cpu] package is enough); without MLX the module is skipped. On the CPU,
-mx.fast.scaled_dot_product_attention computes the fp16 logits in fp16 (MLX's fallback), which
-heavy-tailed inputs put far outside the tolerance (as an fp16 unfused attention would be, see
-docs/gpu-tasks.md), so the mlx_sdpa baseline is checked only on a GPU.
+mlx[cpu] package is enough); without MLX the module is skipped, printing why, unless
+KSEARCH_REQUIRE_MLX=1 makes that a failure. On the CPU, mx.fast.scaled_dot_product_attention
+computes the fp16 logits in fp16 (MLX's fallback), which heavy-tailed inputs put far outside
+the tolerance (as an fp16 unfused attention would be, see docs/gpu-tasks.md), so the mlx_sdpa
+baseline is checked only on a GPU.
 """
 
 import importlib.util
@@ -17,6 +18,8 @@ import tomllib
 import unittest
 
 import numpy as np
+
+from tests.mlx_support import requires_mlx
 
 try:
     os.environ["MLX_ENABLE_TF32"] = "0"  # as the harness starts MLX: full-precision products
@@ -65,7 +68,8 @@ def silu64(v):
     return v / (1.0 + np.exp(-v))
 
 
-@unittest.skipUnless(mx is not None, "MLX is not installed: the MLX tasks' references cannot run")
+@requires_mlx("MLX is not installed: the MLX tasks' references cannot run (pip install "
+              "'mlx[cpu]==0.32.4')", available=lambda: mx is not None)
 class MlxTaskReferences(unittest.TestCase):
     def setUp(self):
         self.on_gpu = mx.default_device() == mx.gpu
