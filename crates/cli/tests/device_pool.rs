@@ -292,11 +292,15 @@ fn parallel_evaluations_get_distinct_gpus_each_told_its_own() {
     assert_eq!(r.json()["max_in_flight"], 2, "{}", r.stdout);
     let log = read_log(&dir.path().join("log"));
     assert!(log.len() >= 3, "{log:?}");
-    // Each evaluation inherits this process's environment (CUDA_VISIBLE_DEVICES unset) and is
-    // told its GPU as this process numbers it.
+    // Each evaluation sees its leased GPU alone: CUDA_VISIBLE_DEVICES names it by UUID, and
+    // inside, it is cuda:0.
+    let uuids = [
+        "GPU-aaaaaaaa-0000-0000-0000-000000000000",
+        "GPU-bbbbbbbb-1111-1111-1111-111111111111",
+    ];
     for e in &log {
-        assert!(e.device == "cuda:0" || e.device == "cuda:1", "{e:?}");
-        assert_eq!(e.visible, "unset", "{e:?}");
+        assert_eq!(e.device, "cuda:0", "{e:?}");
+        assert!(uuids.contains(&e.visible.as_str()), "{e:?}");
     }
     // Evaluations that ran at the same time ran on different GPUs, and some did.
     let mut overlapping = 0;
@@ -304,7 +308,7 @@ fn parallel_evaluations_get_distinct_gpus_each_told_its_own() {
         for y in &log[i + 1..] {
             if x.start < y.end.unwrap() && y.start < x.end.unwrap() {
                 overlapping += 1;
-                assert_ne!(x.device, y.device, "two evaluations on one GPU at once: {x:?} {y:?}");
+                assert_ne!(x.visible, y.visible, "two evaluations on one GPU at once: {x:?} {y:?}");
             }
         }
     }
@@ -321,6 +325,11 @@ fn parallel_evaluations_get_distinct_gpus_each_told_its_own() {
             other => panic!("leased_device {other:?}"),
         };
         assert_eq!(uuid, want, "{}", e.record);
-        assert_eq!(e.record["provenance"]["device"], *leased, "{}", e.record);
+        // The harness was told cuda:0 under CUDA_VISIBLE_DEVICES=<that UUID>.
+        assert_eq!(e.record["provenance"]["device"], "cuda:0", "{}", e.record);
+        assert!(
+            log.iter().any(|l| l.visible == want),
+            "no evaluation saw {want}: {log:?}"
+        );
     }
 }

@@ -11,11 +11,10 @@
 //!   and a lock whose holder died (even by SIGKILL) is free, because the kernel drops it.
 //!
 //! Nothing here evaluates anything. A caller names the leased device to the evaluation in one
-//! of two ways, and must not mix them: [`Lease::cuda_device`] (`cuda:K`, the GPU as this process
-//! numbers it) for a child that inherits this process's environment, which is what the `ksearch`
-//! driver does (its evaluations cannot be given an environment of their own); or [`Lease::env`]
-//! (`CUDA_VISIBLE_DEVICES=<uuid>`) for a child whose environment the caller sets, in which the
-//! GPU is then `cuda:0`. Timing two kernels on one GPU at once would make both numbers
+//! of two ways, and must not mix them: [`Lease::env`] (`CUDA_VISIBLE_DEVICES=<uuid>`) for a
+//! child whose environment the caller sets, in which the GPU is then `cuda:0` (what the `ksearch`
+//! driver does); or [`Lease::cuda_device`] (`cuda:K`, the GPU as this process numbers it) for a
+//! child that inherits this process's environment. Timing two kernels on one GPU at once would make both numbers
 //! worthless, which is why a device is never leased twice.
 
 mod device;

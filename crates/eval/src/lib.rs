@@ -90,6 +90,10 @@ pub struct EvalOptions {
     /// checks, which exist to stop candidates from calling the framework's op, are skipped.
     /// Everything else (supervision, checks against the reference, timing) is the same.
     pub trusted: bool,
+    /// Extra environment of the harness process, e.g. `CUDA_VISIBLE_DEVICES=<uuid>` from a
+    /// device lease, so an evaluation sees its GPU alone (as `cuda:0`) and nothing it runs can
+    /// create a context on another GPU and disturb the timings there.
+    pub env: Vec<(String, String)>,
 }
 
 impl EvalOptions {
@@ -107,6 +111,7 @@ impl EvalOptions {
             arch: None,
             cuda_graph: CudaGraph::Auto,
             build_cache: Some(harness::cache_dir().join("cuda-build")),
+            env: Vec::new(),
             trusted: false,
         }
     }
@@ -211,6 +216,9 @@ pub fn evaluate(
             ("MKL_NUM_THREADS", std::ffi::OsStr::new("1")),
             ("OMP_NUM_THREADS", std::ffi::OsStr::new(omp_threads)),
         ];
+        for (key, value) in &opts.env {
+            env.push((key.as_str(), std::ffi::OsStr::new(value.as_str())));
+        }
         let (program, args): (PathBuf, Vec<std::ffi::OsString>) = match &sanitizer {
             Some(tool) => {
                 // One cudaMalloc per tensor, so memcheck knows every tensor's bounds (PyTorch's

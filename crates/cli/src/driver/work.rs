@@ -212,12 +212,10 @@ pub(crate) struct Leased {
     pub uuid: Option<String>,
 }
 
-/// What an evaluation on `device` is told about it, for a solution in `language`: the device
-/// as this process numbers it (`cuda:K`), because the evaluation's child inherits this
-/// process's environment (`EvalOptions` has no environment of its own, so the child cannot be
-/// given `CUDA_VISIBLE_DEVICES=<uuid>`, and with it `cuda:0`; see `Device::env`). `None` keeps
-/// the backend's default: a CPU slot, or a candidate whose backend cannot run on a GPU (a C
-/// kernel in a GPU task).
+/// The GPU an evaluation on `device` runs on, for a solution in `language`, as this process
+/// numbers it (`cuda:K`); [`evaluate_on_device`] narrows the child to it with
+/// `CUDA_VISIBLE_DEVICES` and then names it `cuda:0`. `None` keeps the backend's default: a CPU
+/// slot, or a candidate whose backend cannot run on a GPU (a C kernel in a GPU task).
 pub(crate) fn device_option(device: &ksearch_devices::Device, language: &str) -> Option<String> {
     let cuda = device.cuda_device()?;
     ksearch_eval::backend_for(language, Some(&cuda)).is_ok().then_some(cuda)
@@ -239,7 +237,13 @@ pub(crate) fn evaluate_on_device(
         Ok(lease) => lease,
         Err(e) => return (Leased::default(), Err(EvalError::Setup(e.to_string()))),
     };
-    opts.device = device_option(lease.device(), &solution.spec.language).or(opts.device);
+    if let Some(cuda) = device_option(lease.device(), &solution.spec.language) {
+        // The evaluation sees its GPU alone, as cuda:0 (a UUID in CUDA_VISIBLE_DEVICES names it
+        // whatever the numbering); the record keeps the leased device's label and UUID.
+        let env = lease.env();
+        opts.device = Some(if env.is_empty() { cuda } else { "cuda:0".to_string() });
+        opts.env = env;
+    }
     let result = evaluate(task, solution, &opts, &notify);
     let leased = Leased {
         label: lease.label(),
