@@ -92,6 +92,12 @@ pub(crate) enum Stopped {
         reason: String,
     },
     Interrupted,
+    /// The LLM endpoint failed `failures` requests in a row (each after its own retries): the
+    /// last one is kept unanswered, so `resume` asks it again once the endpoint works.
+    LlmUnavailable {
+        failures: u32,
+        error: String,
+    },
     /// Planner or coder requests wait for an external agent (agent mode): (id, role), oldest
     /// first. Nothing else is in flight.
     AwaitingAgent {
@@ -119,6 +125,11 @@ enum Dispatch<'e> {
         opts: Box<EvalOptions>,
     },
 }
+
+/// LLM requests failing in a row (each after the client's own retries with backoff) after which
+/// the run stops instead of spending its rounds on an endpoint that is down; the last request
+/// stays unanswered for `resume`.
+pub(crate) const LLM_FAILURES_TO_STOP: u32 = 3;
 
 /// What the loop's helpers share (everything but the engine, which the loop alone changes).
 struct Shared<'e> {
@@ -153,15 +164,34 @@ impl Driver<'_> {
             let mut taken: HashSet<String> = HashSet::new();
             let mut running = 0usize;
             let mut ready: VecDeque<Done> = VecDeque::new();
+            // LLM requests that failed in a row (after their retries), and the error that made
+            // the run stop asking.
+            let mut failing = 0u32;
+            let mut unavailable: Option<String> = None;
             loop {
                 if let Some(done) = ready.pop_front() {
                     let id = done.request_id().to_string();
                     taken.remove(&id);
                     progress.finished(&id);
+                    match done.llm_outcome() {
+                        Some(Ok(())) => failing = 0,
+                        Some(Err(error)) => {
+                            failing += 1;
+                            if failing >= LLM_FAILURES_TO_STOP {
+                                // Kept in the store as an exchange, not answered: the engine
+                                // would spend a round or give up a plan on an endpoint that is
+                                // down, and `resume` asks this request again.
+                                done.record_exchange_only(cx.store)?;
+                                unavailable.get_or_insert(error);
+                                continue;
+                            }
+                        }
+                        None => {}
+                    }
                     cx.record(engine, done, &progress)?;
                     continue;
                 }
-                let stopping = stop.load(Ordering::SeqCst);
+                let stopping = stop.load(Ordering::SeqCst) || unavailable.is_some();
                 let mut agent: Vec<Request> = Vec::new();
                 if !stopping {
                     let waiting: Vec<Request> = engine.in_flight().into_iter().cloned().collect();
@@ -243,6 +273,12 @@ impl Driver<'_> {
                             return Ok(Stopped::Finished {
                                 best: *best_candidate,
                                 reason: reason.clone(),
+                            })
+                        }
+                        _ if unavailable.is_some() => {
+                            return Ok(Stopped::LlmUnavailable {
+                                failures: failing,
+                                error: unavailable.unwrap_or_default(),
                             })
                         }
                         _ if stopping => return Ok(Stopped::Interrupted),

@@ -393,6 +393,15 @@ pub(crate) fn drive_quietly(
             text: format!("stopped; continue with: ksearch resume {dir}"),
             exit: crate::EXIT_FAILED,
         },
+        Stopped::LlmUnavailable { failures, error } => Outcome {
+            json: json!({"run_dir": run_dir, "status": "llm_unavailable", "failures": failures, "error": error}),
+            text: format!(
+                "stopped: the LLM endpoint failed {failures} requests in a row, each after its retries; the last error:\n  \
+                 {error}\nnothing is lost (the last request is kept unanswered); once the endpoint answers again, \
+                 continue with: ksearch resume {dir}"
+            ),
+            exit: crate::EXIT_FAILED,
+        },
         Stopped::Finished { best, reason } => {
             let best = best.and_then(|id| engine.candidate(id));
             let written = match best {

@@ -76,6 +76,17 @@ pub enum LlmError {
 }
 
 impl LlmError {
+    /// The HTTP attempts made, where the error knows them (the ones retried with backoff).
+    pub fn attempts(&self) -> Option<u32> {
+        match self {
+            LlmError::Http { attempts, .. }
+            | LlmError::Timeout { attempts, .. }
+            | LlmError::Connect { attempts, .. }
+            | LlmError::Interrupted { attempts, .. } => Some(*attempts),
+            _ => None,
+        }
+    }
+
     /// Whether retrying the same request may succeed.
     pub fn is_transient(&self) -> bool {
         matches!(

@@ -36,6 +36,29 @@ pub(crate) enum Done {
 }
 
 impl Done {
+    /// For an LLM call: `Ok` when it answered, `Err` with the error when it failed in a way
+    /// a later call may not (the endpoint, after its retries); `None` for anything else,
+    /// fatal failures included (they end the search where they are).
+    pub(crate) fn llm_outcome(&self) -> Option<Result<(), String>> {
+        match self {
+            Done::Llm { answer: Ok(_), .. } => Some(Ok(())),
+            Done::Llm {
+                answer: Err((error, false)),
+                ..
+            } => Some(Err(error.clone())),
+            _ => None,
+        }
+    }
+
+    /// Keeps an LLM call's exchange (its prompt, error and attempts) in the store without
+    /// answering its request.
+    pub(crate) fn record_exchange_only(self, store: &RunStore) -> anyhow::Result<()> {
+        if let Done::Llm { row, .. } = self {
+            store.record_exchange(&row)?;
+        }
+        Ok(())
+    }
+
     pub(crate) fn request_id(&self) -> &str {
         match self {
             Done::Event(e) => event_request_id(e).unwrap_or(""),
@@ -189,6 +212,7 @@ pub(crate) async fn call_llm(
         }
         Err(e) => {
             row.error = Some(e.to_string());
+            row.attempts = e.attempts().unwrap_or(0);
             // What retrying cannot fix ends the run; a bad or odd answer is just a failed try.
             let fatal = matches!(
                 e,
