@@ -108,6 +108,9 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
         _ => CudaGraph::Auto,
     };
     let notify = |msg: &str| eprintln!("ksearch: {msg}");
+    // Held while it evaluates: a run (or another eval) timing on the same device meanwhile
+    // would spoil both numbers.
+    let _lease = lock_device(&solution.spec.language, opts.device.as_deref(), &notify)?;
     let evaluation = match evaluate(&task, &solution, &opts, &notify) {
         Ok(e) => e,
         Err(EvalError::Task(problem)) => {
@@ -258,4 +261,36 @@ mod tests {
         assert_eq!(resources_text(&evaluation(None)), "");
         assert_eq!(resources_text(&evaluation(Some(serde_json::json!([])))), "");
     }
+}
+
+/// The device this evaluation times on, locked against other ksearch processes as the run
+/// driver locks its devices (docs/engine.md): the GPU named by `--device` (`cuda`, `cuda:N`;
+/// the default for the GPU languages and for MLX off its CPU device), else the CPU (slot 0).
+/// A GPU that `nvidia-smi` does not list is not locked (the evaluation itself says whether the
+/// device exists; an Apple GPU has no nvidia-smi).
+fn lock_device(
+    language: &str,
+    device: Option<&str>,
+    notify: &dyn Fn(&str),
+) -> anyhow::Result<Option<ksearch_devices::Lease>> {
+    let gpu = match (language, device) {
+        (_, Some(d)) if d.starts_with("cuda") => Some(d),
+        ("cuda" | "triton" | "python", None) => Some("cuda:0"),
+        ("mlx", d) if d != Some("mlx:cpu") => Some("cuda:0"),
+        _ => None,
+    };
+    let chosen = match gpu {
+        Some(name) => {
+            let index: usize = name.strip_prefix("cuda:").and_then(|i| i.parse().ok()).unwrap_or(0);
+            match ksearch_devices::discover_gpus() {
+                Ok(gpus) if index < gpus.len() => gpus[index].clone(),
+                _ => return Ok(None),
+            }
+        }
+        None => ksearch_devices::cpu_slots(1)[0].clone(),
+    };
+    let pool = ksearch_devices::DevicePool::new(vec![chosen])?;
+    Ok(Some(
+        pool.lease_locked(&ksearch_devices::DeviceLocks::from_env(), notify)?,
+    ))
 }

@@ -333,3 +333,48 @@ fn parallel_evaluations_get_distinct_gpus_each_told_its_own() {
         );
     }
 }
+
+#[test]
+fn ksearch_eval_waits_for_the_cpu_slot_another_process_holds() {
+    // Another process holds CPU slot 0's lock for two seconds (flock(1), which records no
+    // holder); `ksearch eval` says it waits, and evaluates once the lock is free.
+    let Ok(host) = Command::new("uname").arg("-n").output() else {
+        return eprintln!("skipping: no uname");
+    };
+    let host: String = String::from_utf8_lossy(&host.stdout)
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let locks = tempfile::tempdir().unwrap();
+    let file = locks.path().join(format!("cpu-{host}-0.lock"));
+    let holder = Command::new("flock").arg(&file).args(["sleep", "2"]).spawn();
+    let Ok(mut holder) = holder else {
+        return eprintln!("skipping: no flock(1) (util-linux)");
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !file.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let task = fixture("tiny_softmax");
+    let start = Instant::now();
+    let r = ksearch_env(
+        &["eval", task.to_str().unwrap(), "--json", "--seed", "7"],
+        &[("KSEARCH_DEVICE_LOCK_DIR", locks.path().to_str().unwrap())],
+    );
+    let waited = start.elapsed();
+    let _ = holder.wait();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.json()["status"], "passed", "{}", r.stdout);
+    assert!(r.stderr.contains("in use by another process"), "{}", r.stderr);
+    assert!(
+        waited >= Duration::from_millis(1500),
+        "evaluated after {waited:?}, while the slot was held"
+    );
+}
