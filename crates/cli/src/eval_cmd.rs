@@ -245,24 +245,6 @@ fn tail_lines(text: &str, n: usize) -> Vec<&str> {
     lines[lines.len().saturating_sub(n)..].to_vec()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::summary::tests::{evaluation, softmax_kernel};
-
-    #[test]
-    fn the_compilers_resources_follow_the_table() {
-        assert_eq!(
-            resources_text(&evaluation(Some(softmax_kernel()))),
-            "Compiler resources per kernel (ptxas, sm_90a):\n\
-             - softmax_rows: 30 registers, 1 KiB shared memory, spills 8 B stored and 4 B loaded per thread, \
-             16 B stack frame"
-        );
-        assert_eq!(resources_text(&evaluation(None)), "");
-        assert_eq!(resources_text(&evaluation(Some(serde_json::json!([])))), "");
-    }
-}
-
 /// The device this evaluation times on, locked against other ksearch processes as the run
 /// driver locks its devices (docs/engine.md): the GPU named by `--device` (`cuda`, `cuda:N`;
 /// the default for the GPU languages and for MLX off its CPU device), else the CPU (slot 0).
@@ -293,4 +275,22 @@ fn lock_device(
     Ok(Some(
         pool.lease_locked(&ksearch_devices::DeviceLocks::from_env(), notify)?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summary::tests::{evaluation, softmax_kernel};
+
+    #[test]
+    fn the_compilers_resources_follow_the_table() {
+        assert_eq!(
+            resources_text(&evaluation(Some(softmax_kernel()))),
+            "Compiler resources per kernel (ptxas, sm_90a):\n\
+             - softmax_rows: 30 registers, 1 KiB shared memory, spills 8 B stored and 4 B loaded per thread, \
+             16 B stack frame"
+        );
+        assert_eq!(resources_text(&evaluation(None)), "");
+        assert_eq!(resources_text(&evaluation(Some(serde_json::json!([])))), "");
+    }
 }
