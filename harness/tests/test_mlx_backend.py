@@ -110,6 +110,21 @@ class Launchers(unittest.TestCase):
         self.assertFalse(line["ok"])
         self.assertIn("a kernel needs a GPU", line["log"])
 
+    def test_the_launch_spec_is_checked_before_a_gpu_is_needed(self):
+        # A kernel that asks for 2048 threads per threadgroup fails its compile stage with that,
+        # on MLX's CPU device and, where this MLX has no GPU backend, on mlx:gpu.
+        spec = ("grid = [\"M * 256\"]\nthreadgroup = [2048]\n[cuda]\nsource = 'y[0] = x[0];'\n"
+                "[metal]\nsource = 'y[0] = x[0];'\n")
+        for device in ("mlx:cpu", "mlx:gpu"):
+            result = run(mlx_request({"launch.toml": spec}, "launch.toml::softmax",
+                                     device=device))
+            self.assertEqual(result.of("harness_error"), [], result.lines)
+            line = result.of("compile")[0]
+            self.assertFalse(line["ok"])
+            self.assertIn("threadgroup: [2048, 1, 1] is 2048 threads for workload 0", line["log"])
+            self.assertNotIn("a kernel needs a GPU", line["log"])
+            self.assertEqual(result.workloads, [])
+
     def test_without_a_gpu_backend_the_gpu_is_a_harness_error(self):
         if STATE != "cpu":
             self.skipTest("this MLX has a GPU backend")

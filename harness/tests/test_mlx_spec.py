@@ -137,6 +137,10 @@ class BadSpecs(unittest.TestCase):
         self.assertIn(old, GOOD)
         return self.fails(spec_with(GOOD.replace(old, new)), **kw)
 
+    def passes(self, text, dialect, metal="y[0] = x[0];", workloads=None):
+        spec = parse(spec_with(text, metal), dialect=dialect)
+        return mlx_spec.check_workloads(spec, Spec(DEFINITION), workloads or WORKLOADS)
+
     def test_syntax(self):
         self.fails({"launch.toml": "grid = [1"}, r"^launch\.toml: is not valid TOML")
         self.fails({"k.json": "{"}, r"^k\.json: is not valid JSON", entry="k.json::s")
@@ -190,6 +194,70 @@ class BadSpecs(unittest.TestCase):
                           r"1024")
         self.edit("threadgroup = [64]", "threadgroup = [true]",
                   pattern=r"threadgroup\[0\]: True must be an integer")
+
+    def test_device_limits_of_each_dialect(self):
+        cuda_only = dict(dialect="cuda")
+        # blockDim.z is at most 64 in CUDA; a Metal threadgroup may be 1024 deep.
+        self.edit("threadgroup = [64]", "threadgroup = [1, 1, 128]",
+                  pattern=r"threadgroup\[2\]: is 128 for workload 0 \('w0'\); CUDA \(H200, sm_90\) "
+                          r"allows at most 64 threads along z", **cuda_only)
+        self.passes(GOOD.replace("threadgroup = [64]", "threadgroup = [1, 1, 128]"), "metal")
+        # At most 65535 blocks along y and z in CUDA (threads / threadgroup, rounded up).
+        for grid, axis in (('[1, "M * 10000", 1]', 1), ('[1, 1, "M * 10000"]', 2)):
+            self.edit('["M * N", 1, 1]', grid,
+                      pattern=rf"grid\[{axis}\]: is 80000 threads, 80000 threadgroups of 1 for "
+                              rf"workload 0 .*at most 65535 along {'xyz'[axis]}", **cuda_only)
+            self.passes(GOOD.replace('["M * N", 1, 1]', grid), "metal")
+        self.passes(GOOD.replace('["M * N", 1, 1]', '[1, "M * 10000", 1]')
+                    .replace("threadgroup = [64]", "threadgroup = [1, 2]"), "cuda")  # 40000
+        # Dynamic shared memory up to sharedMemPerBlockOptin (227 KiB), static arrays included.
+        self.edit("[metal]", 'shared_memory = "240 * 1024"\n[metal]',
+                  pattern=r"cuda\.shared_memory: is 245760 bytes for workload 0 .*at most 232448 "
+                          r"bytes \(227 KiB\) of shared memory per block", **cuda_only)
+        self.passes(GOOD.replace("[metal]", 'shared_memory = "227 * 1024"\n[metal]'), "cuda")
+        static = GOOD.replace("const int i", "__shared__ float s[256];\nconst int i")
+        self.fails(spec_with(static.replace("[metal]", 'shared_memory = "227 * 1024"\n[metal]')),
+                   r"cuda\.shared_memory: is 232448 bytes for workload 0 \('w0'\), with 1024 "
+                   r"bytes of static __shared__ arrays, 233472 in all")
+        # Static __shared__ arrays: at most 48 KiB, counted per workload from template values.
+        big = GOOD.replace("const int i", "__shared__ float big[ROWS * 2048];\nconst int i")
+        self.fails(spec_with(big), r"cuda\.source: static __shared__ arrays take 65536 bytes for "
+                                   r"workload 0 \('w0'\) \(big 65536 B\); .*at most 49152 bytes")
+        self.passes(big, "cuda", workloads=WORKLOADS[1:])  # M = 3: 24576 bytes
+        # Metal threadgroup memory: 32 KiB on Apple GPUs, all of it static.
+        for size, ok in (("COLS * 129", False), ("COLS * 128", True), ("n", True)):
+            body = f"threadgroup float tile[{size}];\ny[0] = x[0];"
+            if ok:  # at the limit, or of a size only the compiler knows: not counted
+                self.passes(GOOD, "metal", metal=body)
+            else:
+                self.fails(spec_with(GOOD, metal=body),
+                           r"metal\.source: threadgroup arrays take 33024 bytes for workload 0 "
+                           r"\('w0'\) \(tile 33024 B\); Metal \(Apple GPUs\) allows at most "
+                           r"32768 bytes \(32 KiB\) of threadgroup memory", dialect="metal")
+
+    def test_without_a_gpu_every_dialect_is_checked_before_needing_one(self):
+        def check(text, metal="y[0] = x[0];"):
+            checked = sources.check(candidate(spec_with(text, metal)), "mlx",
+                                    (".toml", ".json", ".py"), "spec", kind="an identifier",
+                                    example="launch.toml")
+            return mlx_spec.check(checked, Spec(DEFINITION), None, WORKLOADS)
+        with self.assertRaises(mlx_spec.NeedsGpu) as caught:
+            check(GOOD)
+        self.assertEqual(caught.exception.dialects, ["cuda", "metal"])
+        self.assertRegex(str(caught.exception), r"^launch\.toml: a kernel needs a GPU")
+        for text, metal, pattern in [
+            (GOOD.replace("threadgroup = [64]", "threadgroup = [2048]"), "y[0] = x[0];",
+             r"threadgroup: \[2048, 1, 1\] is 2048 threads for workload 0 \('w0'\); at most 1024"),
+            (GOOD.replace("threadgroup = [64]", "threadgroup = [1, 1, 128]"), "y[0] = x[0];",
+             r"threadgroup\[2\]: is 128 .*at most 64 threads along z"),
+            (GOOD, "threadgroup half t[20000];", r"metal\.source: threadgroup arrays take 40000"),
+            (GOOD.replace('"M * N"', '"M - 3"'), "y[0] = x[0];",
+             r"grid\[0\]: is 0 for workload 1"),
+        ]:
+            with self.assertRaises(ValueError) as caught:
+                check(text, metal)
+            self.assertNotIsInstance(caught.exception, mlx_spec.NeedsGpu)
+            self.assertRegex(str(caught.exception), pattern)
 
     def test_inputs_outputs_and_template(self):
         self.edit("grid =", 'inputs = ["x", "beta"]\ngrid =',
@@ -269,6 +337,26 @@ class WithoutMlx(unittest.TestCase):
             self.assertIn("cannot import mlx.core (No module named 'mlx')", errors[0]["message"])
             self.assertIn("'mlx[cpu]' for launchers on the CPU", errors[0]["message"])
             self.assertEqual(result.events[-1]["event"], "done")
+            self.assertEqual(result.workloads, [])
+
+    def test_the_launch_spec_is_checked_before_mlx_is_needed(self):
+        # What is wrong with the spec is said first, on either device, though MLX is missing.
+        bad = GOOD.replace("threadgroup = [64]", "threadgroup = [2048]")
+        for device in ("mlx:gpu", "mlx:cpu"):
+            req = json.loads(json.dumps(REQUEST))
+            req["device"] = {"backend": "mlx", "name": device}
+            req["candidate"] = candidate(spec_with(bad))
+            with without_mlx(HARNESS) as env:
+                result = run(req, env=env)
+            errors = result.of("harness_error")
+            self.assertEqual(len(errors), 1, result.lines)
+            message = errors[0]["message"]
+            self.assertTrue(message.startswith(
+                "launch.toml: threadgroup: [2048, 1, 1] is 2048 threads for workload 0 ('w0'); "
+                "at most 1024\n"), message)
+            self.assertIn("the candidate was checked before MLX", message)
+            self.assertIn("cannot import mlx.core", message)
+            self.assertNotIn("a kernel needs a GPU", message)
             self.assertEqual(result.workloads, [])
 
 

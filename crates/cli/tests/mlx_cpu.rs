@@ -120,3 +120,40 @@ fn a_wrong_step_fails_against_the_reference_and_mlx_products_are_refused() {
     assert_ne!(j["status"], "passed", "{j:#}");
     assert!(j["reason"].as_str().unwrap_or("").contains("@"), "{j:#}");
 }
+
+#[test]
+fn a_launch_spec_is_checked_before_it_needs_a_gpu() {
+    if mlx_python().is_none() {
+        return;
+    }
+    // The task's seed asking for 2048 threads per threadgroup: on MLX's CPU device (no kernels)
+    // its compile stage fails on the thread limit, not on the missing GPU.
+    let seed = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/mlx_mamba_step/seed.toml"),
+    )
+    .unwrap();
+    assert!(seed.contains("threadgroup = [256, 1, 1]"), "{seed}");
+    let (_dir, path) = write_temp(
+        "seed.toml",
+        &seed.replace("threadgroup = [256, 1, 1]", "threadgroup = [2048, 1, 1]"),
+    );
+    let r = ksearch(&[
+        "eval",
+        "mlx_mamba_step",
+        path.to_str().unwrap(),
+        "--device",
+        "mlx:cpu",
+        "--json",
+    ]);
+    let j = r.json();
+    assert_eq!(j["status"], "compile_error", "{j:#}");
+    let reason = j["reason"].as_str().unwrap();
+    assert!(reason.contains("threadgroup: [2048, 1, 1] is 2048 threads"), "{reason}");
+    assert!(reason.contains("at most 1024"), "{reason}");
+    assert!(!reason.contains("needs a GPU"), "{reason}");
+    // The seed as it is: nothing wrong with it but the device.
+    let r = ksearch(&["eval", "mlx_mamba_step", "--device", "mlx:cpu", "--json"]);
+    let j = r.json();
+    assert_eq!(j["status"], "compile_error", "{j:#}");
+    assert!(j["reason"].as_str().unwrap().contains("a kernel needs a GPU"), "{j:#}");
+}

@@ -88,19 +88,34 @@ class Backend:
         if asked is not None and asked not in mlx_spec.DIALECTS:
             raise SetupError(f"unknown kernel dialect {asked!r}; expected "
                              f"{' or '.join(mlx_spec.DIALECTS)}")
-        mx = self.mx = import_mlx()
+        dialect = (asked or mlx_spec.platform_dialect()) if kind == "gpu" else None
+        # The candidate is checked before MLX is imported or a GPU required: what is wrong with
+        # it is the first thing said, wherever it is evaluated.
+        problem = _problem(request, dialect)
+        try:
+            mx = self.mx = import_mlx()
+        except SetupError as e:
+            if problem is None:
+                raise
+            raise SetupError(f"{problem}\n(the candidate was checked before MLX; to run it, the "
+                             f"harness would also need MLX: {e.message})", missing="mlx") from None
         if kind == "gpu":
-            dialect = asked or mlx_spec.platform_dialect()
             have = gpu_dialects(mx)
-            if dialect not in have:
+            self.dialect = dialect
+            if dialect in have:
+                self.on_gpu = True
+                mx.set_default_device(mx.gpu)
+            elif problem is None:
                 raise SetupError(
                     f"MLX {mx.__version__} in {sys.executable} cannot run {dialect} kernels on a "
                     f"GPU (this build has: {', '.join(have) or 'no GPU backend'}); "
                     + ("install mlx[cuda13] (MLX's CUDA backend) with an NVIDIA driver"
                        if dialect == "cuda" else "Metal kernels run only on Apple Silicon")
                     + ", or evaluate Python launchers on mlx:cpu")
-            self.dialect, self.on_gpu = dialect, True
-            mx.set_default_device(mx.gpu)
+            else:
+                # The candidate fails its checks anyway: build() reports that as its compile
+                # error; until then (the reference's vetting) MLX's CPU serves.
+                mx.set_default_device(mx.cpu)
         else:
             mx.set_default_device(mx.cpu)
 
@@ -157,29 +172,16 @@ class Backend:
         """Check the candidate fully (no MLX call): the launch spec against the definition and
         every workload, or the launcher's syntax; write the sources to the build folder."""
         start = time.perf_counter()
-        request = self._request or {}
+        request = dict(self._request or {}, candidate=candidate)
         try:
-            checked = sources.check(candidate, "mlx", mlx_spec.SPEC_SUFFIXES + (".py",),
-                                    "launch spec (.toml, .json) or Python launcher (.py)",
-                                    kind="an identifier", example="launch.toml")
-            definition = Spec(request.get("definition"))
-            spec = mlx_spec.parse(checked, definition, self.dialect)
+            checked, spec, launches = check_candidate(request, self.dialect)
             folder = os.path.join(workdir, "build")
             os.makedirs(folder)
             sources.write(checked.sources, folder)
             if isinstance(spec, mlx_spec.LauncherSpec):
-                for path, content in checked.sources:
-                    if path.endswith(".py"):
-                        try:
-                            compile(content, path, "exec")
-                        except (SyntaxError, ValueError) as e:
-                            detail = "".join(traceback.format_exception_only(type(e), e)).strip()
-                            raise ValueError(f"{path}: {detail}") from None
                 log = (f"launcher {spec.file}::{spec.symbol}: syntax checked "
                        f"({', '.join(p for p, _ in checked.sources)})")
             else:
-                launches = mlx_spec.check_workloads(spec, definition,
-                                                    request.get("workloads") or [])
                 log = _describe_kernel(spec, launches)
         except ValueError as e:
             return {"ok": False, "seconds": time.perf_counter() - start, "command": [],
@@ -356,6 +358,40 @@ class _LauncherRun:
     def lazy(self, inputs):
         returned = self._function(*inputs)
         return list(returned) if isinstance(returned, (tuple, list)) else [returned]
+
+
+def check_candidate(request, dialect):
+    """The request's candidate checked in full without MLX, for `dialect` (None: MLX's CPU
+    device, where a kernel is checked for each of its dialects, then refused): (the checked
+    sources, mlx_spec's spec, the launches of every workload). A ValueError says what is wrong."""
+    checked = sources.check(request.get("candidate"), "mlx", mlx_spec.SPEC_SUFFIXES + (".py",),
+                            "launch spec (.toml, .json) or Python launcher (.py)",
+                            kind="an identifier", example="launch.toml")
+    definition = Spec(request.get("definition"))
+    spec, launches = mlx_spec.check(checked, definition, dialect, request.get("workloads") or [])
+    if isinstance(spec, mlx_spec.LauncherSpec):
+        for path, content in checked.sources:
+            if path.endswith(".py"):
+                try:
+                    compile(content, path, "exec")
+                except (SyntaxError, ValueError) as e:
+                    detail = "".join(traceback.format_exception_only(type(e), e)).strip()
+                    raise ValueError(f"{path}: {detail}") from None
+    return checked, spec, launches
+
+
+def _problem(request, dialect):
+    """What check_candidate finds wrong with an evaluation's candidate, or None (also where the
+    definition itself is at fault: evaluate reports that as the task's error next)."""
+    if request.get("mode", "evaluate") != "evaluate" or request.get("candidate") is None:
+        return None
+    try:
+        check_candidate(request, dialect)
+    except ValueError as e:
+        return str(e)
+    except TaskError:
+        return None
+    return None
 
 
 def load_callable(candidate, definition, dialect=None):

@@ -41,6 +41,7 @@ ones for that dialect. Every problem is a ValueError whose text names the file a
 import ast
 import hashlib
 import json
+import re
 import sys
 
 from ..definition import Spec
@@ -53,6 +54,36 @@ DTYPES = ("float32", "float16", "bfloat16", "int8", "int16", "int32", "int64", "
           "uint32", "uint64", "bool")
 # Threads per threadgroup: the limit of both CUDA blocks and Metal threadgroups.
 MAX_THREADS = 1024
+
+
+class Limits:
+    """What one launch may ask of a device in a dialect, checked for every workload before
+    anything runs. The harness gets no device description with the request, so these are the
+    figures of the knowledge base's hardware (kb/hardware/*.toml) for the dialect's GPUs."""
+
+    def __init__(self, device, block, grid_blocks, shared_bytes, static_shared_bytes, memory):
+        self.device = device                 # who imposes them, for messages
+        self.block = block                   # threads per threadgroup along x, y, z
+        self.grid_blocks = grid_blocks       # threadgroups along x, y, z (None: no limit here)
+        self.shared_bytes = shared_bytes     # shared/threadgroup memory per threadgroup, in all
+        self.static_shared_bytes = static_shared_bytes  # of it in static arrays (None: all)
+        self.memory = memory                 # its name in the dialect
+
+
+LIMITS = {
+    # CUDA (compute capability 9.0: the H200, kb/hardware/h200.toml; the H100 and B200 have the
+    # same): 1024 threads per block, at most 64 along z; at most 65535 blocks along y and z;
+    # static __shared__ arrays up to 48 KB, and with dynamic shared memory (MLX opts in beyond
+    # 48 KB itself) up to sharedMemPerBlockOptin, 232448 B = 227 KiB (figures.
+    # shared_mem_per_block_max_kb = 227).
+    "cuda": Limits("CUDA (H200, sm_90)", (1024, 1024, 64), (2 ** 31 - 1, 65535, 65535),
+                   227 * 1024, 48 * 1024, "shared memory"),
+    # Metal on Apple GPUs (kb/hardware/apple-*.toml): 1024 threads per threadgroup, 32 KB of
+    # threadgroup memory (figures.shared_mem_per_block_max_kb = 32, no opt-in beyond it), all of
+    # it static in mx.fast.metal_kernel.
+    "metal": Limits("Metal (Apple GPUs)", (1024, 1024, 1024), None, 32 * 1024, None,
+                    "threadgroup memory"),
+}
 _TOP_KEYS = {"name", "inputs", "grid", "threadgroup", "template", "outputs", "init_value",
              "ensure_row_contiguous", "cuda", "metal"}
 _DIALECT_KEYS = {"source", "source_file", "header", "header_file", "grid", "threadgroup",
@@ -72,6 +103,15 @@ class Problem(ValueError):
 
     def __init__(self, file, field, what):
         super().__init__(f"{file}: {field}: {what}" if field else f"{file}: {what}")
+
+
+class NeedsGpu(Problem):
+    """A launch spec with nothing else wrong, where no GPU runs kernels (MLX's CPU device)."""
+
+    def __init__(self, file, dialects):
+        super().__init__(file, "", "a kernel needs a GPU: mx.fast kernels do not run on MLX's "
+                                   "CPU device (use a Python launcher of MLX operations there)")
+        self.dialects = dialects
 
 
 # ---- expressions -------------------------------------------------------------------------------
@@ -194,6 +234,7 @@ class KernelSpec:
         self.kernel_name = f"{name}_{digest}"
 
     def launch(self, axes, where=""):
+        limits = LIMITS[self.dialect]
         grid = tuple(e.value(axes, where) for e in self.grid)
         threadgroup = tuple(e.value(axes, where) for e in self.threadgroup)
         for field, values in (("grid", grid), ("threadgroup", threadgroup)):
@@ -205,6 +246,18 @@ class KernelSpec:
         if threads > MAX_THREADS:
             raise Problem(self.file, "threadgroup", f"{list(threadgroup)} is {threads} threads"
                                                     f"{where}; at most {MAX_THREADS}")
+        for i, (v, most) in enumerate(zip(threadgroup, limits.block)):
+            if v > most:
+                raise Problem(self.file, f"threadgroup[{i}]",
+                              f"is {v}{where}; {limits.device} allows at most {most} threads "
+                              f"along {'xyz'[i]} in a threadgroup")
+        if limits.grid_blocks is not None:
+            for i, (g, t, most) in enumerate(zip(grid, threadgroup, limits.grid_blocks)):
+                blocks = -(-g // t)
+                if blocks > most:
+                    raise Problem(self.file, f"grid[{i}]",
+                                  f"is {g} threads, {blocks} threadgroups of {t}{where}; "
+                                  f"{limits.device} launches at most {most} along {'xyz'[i]}")
         template = []
         for name, kind, value in self.template:
             if kind == "expr":
@@ -229,7 +282,35 @@ class KernelSpec:
         shared = self.shared_memory.value(axes, where) if self.shared_memory else 0
         if shared < 0:
             raise Problem(self.file, "cuda.shared_memory", f"is {shared}{where}")
+        self._check_memory(limits, template, shared, where)
         return Launch(grid, threadgroup, template, shapes, shared)
+
+    def _check_memory(self, limits, template, dynamic, where):
+        """Static shared/threadgroup arrays of the body and header whose sizes are integers,
+        template constants or simple #define / constexpr constants, plus the dynamic shared
+        memory, against the dialect's limits. Arrays of other sizes are not counted (their
+        size is only known to the compiler)."""
+        arrays = static_arrays(self.dialect, self.header + "\n" + self.source, template)
+        static = sum(size for _, size in arrays)
+        listed = ", ".join(f"{name} {size} B" for name, size in arrays)
+        field = f"{self.dialect}.source"
+        if limits.static_shared_bytes is not None and static > limits.static_shared_bytes:
+            raise Problem(self.file, field, (
+                f"static __shared__ arrays take {static} bytes{where} ({listed}); "
+                f"{limits.device} allows at most {limits.static_shared_bytes} bytes "
+                f"({limits.static_shared_bytes // 1024} KiB) of static shared memory per block: "
+                f"use dynamic shared memory (extern __shared__ and cuda.shared_memory)"))
+        if static + dynamic > limits.shared_bytes:
+            if dynamic:
+                raise Problem(self.file, "cuda.shared_memory", (
+                    f"is {dynamic} bytes{where}, with {static} bytes of static __shared__ "
+                    f"arrays, {static + dynamic} in all; {limits.device} allows at most "
+                    f"{limits.shared_bytes} bytes ({limits.shared_bytes // 1024} KiB) of "
+                    f"{limits.memory} per block"))
+            raise Problem(self.file, field, (
+                f"threadgroup arrays take {static} bytes{where} ({listed}); {limits.device} "
+                f"allows at most {limits.shared_bytes} bytes ({limits.shared_bytes // 1024} "
+                f"KiB) of {limits.memory} per threadgroup"))
 
 
 class LauncherSpec:
@@ -304,8 +385,9 @@ def kernel_spec(file, table, files, definition, dialect, symbol):
     for d, section in sections.items():  # every section is checked, not only this machine's
         _body(file, section, d, files)
     if dialect is None:
-        raise Problem(file, "", "a kernel needs a GPU: mx.fast kernels do not run on MLX's CPU "
-                                "device (use a Python launcher of MLX operations there)")
+        for d in sections:  # each in full: what is wrong with it comes first
+            kernel_spec(file, table, files, definition, d, symbol)
+        raise NeedsGpu(file, list(sections))
     if dialect not in sections:
         raise Problem(file, "", f"has no [{dialect}] section: this machine runs {dialect} "
                                 f"kernels (mx.fast.{dialect}_kernel) and the candidate is "
@@ -459,6 +541,165 @@ def _outputs(file, value, definition, axes):
     if missing:
         raise Problem(file, "outputs", f"lacks the definition's output '{missing[0]}'")
     return out
+
+
+# ---- static shared/threadgroup arrays -----------------------------------------------------------
+
+# Bytes of the element types a body declares arrays of (CUDA and Metal spellings), and of the
+# MLX dtypes a template argument can name.
+_TYPE_BYTES = {
+    "char": 1, "signed char": 1, "unsigned char": 1, "uchar": 1, "int8_t": 1, "uint8_t": 1,
+    "bool": 1, "short": 2, "ushort": 2, "unsigned short": 2, "int16_t": 2, "uint16_t": 2,
+    "half": 2, "__half": 2, "float16_t": 2, "bfloat": 2, "bfloat16_t": 2, "__nv_bfloat16": 2,
+    "int": 4, "uint": 4, "unsigned": 4, "unsigned int": 4, "int32_t": 4, "uint32_t": 4,
+    "float": 4, "__half2": 4, "__nv_bfloat162": 4, "long": 8, "unsigned long": 8,
+    "long long": 8, "unsigned long long": 8, "int64_t": 8, "uint64_t": 8, "size_t": 8,
+    "double": 8,
+}
+_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int8": 1, "int16": 2, "int32": 4,
+                "int64": 8, "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8, "bool": 1}
+# Vector types: float4, half2, int3 (Metal, CUDA's float4 and friends); 3-vectors take 4 lanes.
+_VECTOR = re.compile(r"^(float|half|int|uint|short|ushort|char|uchar|bfloat|double)([234])$")
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_KEYWORD = {"cuda": r"(?<![\w])(?<!extern )__shared__\b", "metal": r"(?<![\w])threadgroup(?![\w])"}
+_QUALIFIERS = re.compile(r"^(?:(?:static|const|volatile|__restrict__|__align__\s*\(\s*\d+\s*\)|"
+                         r"alignas\s*\(\s*\d+\s*\))\s+)*")
+_DECLARATOR = re.compile(r"^\s*([A-Za-z_]\w*)\s*((?:\[[^\[\]]+\]\s*)+)(?:=.*)?$", re.S)
+_CONSTANT = re.compile(r"#\s*define\s+([A-Za-z_]\w*)\s+([^\n]+)|"
+                       r"\b(?:static\s+)?(?:constexpr|constant|const)\s+(?:unsigned\s+|signed\s+)?"
+                       r"(?:int|uint|unsigned|long|size_t|int32_t|uint32_t|int64_t|short)\s+"
+                       r"([A-Za-z_]\w*)\s*=\s*([^;]+);")
+
+
+def static_arrays(dialect, text, template):
+    """[(name, bytes)] of the static arrays in shared memory (CUDA `__shared__`, not `extern`)
+    or threadgroup memory (Metal `threadgroup`) declared in `text`, for one launch's template
+    arguments. An array is counted when its element type and every dimension are known: integer
+    literals, template constants, and #define / constexpr integer constants of the text, joined
+    by + - * / % << >> and parentheses; others are left out."""
+    text = _COMMENTS.sub(" ", text)
+    names, types = {}, {}
+    for name, kind, value in template:
+        if kind == "dtype":
+            types[name] = _DTYPE_BYTES[value]
+        else:
+            names[name] = int(value)
+    for m in _CONSTANT.finditer(text):  # in order: later constants may use earlier ones
+        name, expr = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        value = _c_int(expr, names)
+        if value is not None:
+            names.setdefault(name, value)
+    found = []
+    for m in re.finditer(_KEYWORD[dialect], text):
+        end = text.find(";", m.end())
+        declaration = text[m.end():end if end >= 0 else len(text)]
+        declaration = _QUALIFIERS.sub("", declaration.strip())
+        parts = re.match(r"^((?:unsigned|signed|long)\s+)*([A-Za-z_]\w*)\s+(.*)$", declaration,
+                         re.S)
+        if parts is None or "(" in parts.group(3).split("[")[0]:
+            continue  # a pointer, a parameter, a function: no array here
+        element = _type_bytes(((parts.group(1) or "") + parts.group(2)).strip(), types)
+        if element is None:
+            continue
+        for declarator in _split_top(parts.group(3)):
+            d = _DECLARATOR.match(declarator)
+            if d is None:
+                continue
+            count = 1
+            for dim in re.findall(r"\[([^\[\]]+)\]", d.group(2)):
+                value = _c_int(dim, names)
+                if value is None or value < 0:
+                    count = None
+                    break
+                count *= value
+            if count is not None:
+                found.append((d.group(1), count * element))
+    return found
+
+
+def _type_bytes(name, types):
+    name = " ".join(name.split())
+    if name in types:
+        return types[name]
+    if name in _TYPE_BYTES:
+        return _TYPE_BYTES[name]
+    v = _VECTOR.match(name)
+    if v:
+        lanes = 4 if v.group(2) == "3" else int(v.group(2))
+        return lanes * _TYPE_BYTES.get(v.group(1), 2 if v.group(1) == "bfloat" else 4)
+    return None
+
+
+def _split_top(text):
+    """`a[4], b[N][M]` -> ['a[4]', 'b[N][M]'] (commas inside brackets or braces stay)."""
+    out, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "[({":
+            depth += 1
+        elif c in "])}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    out.append(text[start:])
+    return out
+
+
+def _c_int(expr, names):
+    """The value of a C integer expression over known constants, or None."""
+    expr = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", expr.strip())
+    try:
+        tree = ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        return None
+
+    def ev(node):
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in names:
+                raise KeyError(node.id)
+            return names[node.id]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = ev(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.BinOp):
+            a, b = ev(node.left), ev(node.right)
+            op = type(node.op)
+            if op is ast.Add:
+                return a + b
+            if op is ast.Sub:
+                return a - b
+            if op is ast.Mult:
+                return a * b
+            if op in (ast.Div, ast.FloorDiv, ast.Mod) and b != 0:
+                q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)  # C truncates
+                return q if op is not ast.Mod else a - q * b
+            if op is ast.LShift and 0 <= b < 64:
+                return a << b
+            if op is ast.RShift and 0 <= b < 64:
+                return a >> b
+        raise KeyError("unsupported")
+    try:
+        return ev(tree)
+    except (KeyError, RecursionError):
+        return None
+
+
+def check(candidate, definition, dialect, workloads):
+    """(spec, launches): the candidate parsed and, a kernel, resolved for every workload (no
+    launches for a launcher). Nothing here needs MLX or a GPU, so it comes first: with `dialect`
+    None (MLX's CPU device) a launch spec is checked in full, workloads included, for every
+    dialect it has a section for, and only then refused as needing a GPU (NeedsGpu)."""
+    try:
+        spec = parse(candidate, definition, dialect)
+    except NeedsGpu as e:
+        for d in e.dialects:
+            check_workloads(parse(candidate, definition, d), definition, workloads)
+        raise
+    if isinstance(spec, LauncherSpec):
+        return spec, []
+    return spec, check_workloads(spec, definition, workloads)
 
 
 def check_workloads(spec, definition, workloads):
