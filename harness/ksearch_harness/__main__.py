@@ -37,8 +37,10 @@ def main():
             evaluate.evaluate(request, channel, environment)
         elif mode == "check_task":
             evaluate.check_task(request, channel, environment)
+        elif mode == "build":
+            evaluate.build(request, channel, environment)
         else:
-            raise ValueError(f"unknown mode {mode!r} (expected evaluate or check_task)")
+            raise ValueError(f"unknown mode {mode!r} (expected evaluate, check_task or build)")
     except TaskError as e:
         channel.emit("task_error", field=e.field, message=e.message)
     except SetupError as e:

@@ -123,6 +123,19 @@ def evaluate(request, channel, environment):
                 break
 
 
+def build(request, channel, environment):
+    """Mode `build`: only the compile stage (for backend cuda: each source to an object, the
+    import check, the link, ptxas's resource report), with no device, no reference and no
+    candidate code run. The arch must come with the request (`candidate.build.arch`): there is
+    no device to read it from."""
+    backend = backends.get((request.get("device") or {}).get("backend", "c"))
+    with tempfile.TemporaryDirectory(prefix="ksearch-") as workdir:
+        channel.progress("compile")
+        result = backend.build(request.get("candidate"), workdir, request.get("limits") or {})
+        environment["compiler"] = backend.compiler
+        channel.emit("compile", **result)
+
+
 def check_task(request, channel, environment):
     _settle_malloc()
     # The reference runs where the request's backend would run it (a torch reference on the GPU).

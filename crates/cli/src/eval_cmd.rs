@@ -45,6 +45,14 @@ pub(crate) struct EvalArgs {
     /// The device to run on: `cuda:N` for GPU backends (default cuda:0), `cpu`.
     #[arg(long, value_name = "DEVICE")]
     device: Option<String>,
+    /// Backend cuda: nvcc's -arch (e.g. sm_90a, sm_100a; default: the device's).
+    #[arg(long, value_name = "ARCH")]
+    arch: Option<String>,
+    /// Only compile (and for CUDA, check what the kernel imports and report ptxas's registers,
+    /// spills and shared memory): no device, no reference, nothing run or timed. Works without
+    /// a GPU; CUDA needs --arch.
+    #[arg(long, conflicts_with_all = ["sanitize", "baseline"])]
+    build_only: bool,
 }
 
 pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
@@ -102,6 +110,8 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
     opts.sanitize = args.sanitize;
     opts.trusted = args.baseline.is_some();
     opts.device = args.device.clone();
+    opts.arch = args.arch.clone();
+    opts.build_only = args.build_only;
     opts.cuda_graph = match args.cuda_graph.as_str() {
         "on" => CudaGraph::On,
         "off" => CudaGraph::Off,
@@ -110,7 +120,11 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
     let notify = |msg: &str| eprintln!("ksearch: {msg}");
     // Held while it evaluates: a run (or another eval) timing on the same device meanwhile
     // would spoil both numbers.
-    let _lease = lock_device(&solution.spec.language, opts.device.as_deref(), &notify)?;
+    // (A build times nothing.)
+    let _lease = match args.build_only {
+        true => None,
+        false => lock_device(&solution.spec.language, opts.device.as_deref(), &notify)?,
+    };
     let evaluation = match evaluate(&task, &solution, &opts, &notify) {
         Ok(e) => e,
         Err(EvalError::Task(problem)) => {
@@ -124,14 +138,51 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
         Err(e) => return Err(e).context("the evaluation could not run"),
     };
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&evaluation).context("cannot encode the evaluation as JSON")?
-        );
+        let mut json = serde_json::to_value(&evaluation).context("cannot encode the evaluation as JSON")?;
+        if args.build_only {
+            json["build_only"] = serde_json::json!(true);
+        }
+        println!("{json}");
+    } else if args.build_only {
+        print_build(&evaluation);
     } else {
         print_table(&evaluation);
     }
     Ok(if evaluation.passed() { 0 } else { EXIT_FAILED })
+}
+
+/// What `--build-only` found: built (with the resources) or why not.
+fn print_build(e: &Evaluation) {
+    let compile = e.compile.as_ref();
+    let arch = compile
+        .and_then(|c| c.arch.as_deref())
+        .map(|a| format!(" for {a}"))
+        .unwrap_or_default();
+    let seconds = compile.and_then(|c| c.seconds).unwrap_or(e.wall_seconds);
+    if e.passed() {
+        let cached = if compile.is_some_and(|c| c.cached) {
+            " (from the build cache)"
+        } else {
+            ""
+        };
+        println!("{} / {}: built{arch} in {seconds:.1} s{cached}", e.task, e.solution);
+        let resources = resources_text(e);
+        if !resources.is_empty() {
+            println!("\n{resources}");
+        }
+        if compile.and_then(|c| c.import_check.as_deref()) == Some("off") {
+            println!("\nwarning: built with KSEARCH_IMPORT_CHECK=off: what the kernel imports was not checked");
+        }
+        println!("\nnothing was run: evaluate it on a GPU without --build-only");
+    } else {
+        println!(
+            "{} / {}: not built{arch}: {}: {}",
+            e.task,
+            e.solution,
+            e.status,
+            e.reason.as_deref().unwrap_or("")
+        );
+    }
 }
 
 /// The harness needs about this much address space for Python, NumPy and OpenBLAS.

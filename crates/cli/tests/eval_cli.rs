@@ -193,3 +193,89 @@ fn printing_to_stdout_cannot_forge_the_protocol() {
         "the forged text lands in the log"
     );
 }
+
+/// `--build-only` without a GPU: true when this machine's harness finds nvcc, else skips with
+/// a printed reason (unless KSEARCH_REQUIRE_NVCC=1, as in CI, which makes it a failure).
+fn nvcc_here(test: &str, r: &Run) -> bool {
+    let missing = r.stderr.contains("needs nvcc") || r.stdout.contains("needs nvcc");
+    if missing && std::env::var("KSEARCH_REQUIRE_NVCC").as_deref() != Ok("1") {
+        eprintln!("skipping {test}: the harness finds no nvcc (pip install nvidia-cuda-nvcc)");
+        return false;
+    }
+    assert!(!missing, "KSEARCH_REQUIRE_NVCC=1 but: {}\n{}", r.stdout, r.stderr);
+    true
+}
+
+#[test]
+fn build_only_compiles_a_cuda_seed_without_a_gpu_and_reports_its_resources() {
+    let r = ksearch(&["eval", "mamba_scan", "--build-only", "--arch", "sm_90a", "--json"]);
+    if !nvcc_here("build_only_compiles_a_cuda_seed", &r) {
+        return;
+    }
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let j = r.json();
+    assert_eq!(j["status"], "passed", "{j}");
+    assert_eq!(j["build_only"], true);
+    assert_eq!(j["workloads"].as_array().unwrap().len(), 0, "nothing run: {j}");
+    let compile = &j["compile"];
+    assert_eq!(compile["ok"], true);
+    assert_eq!(compile["arch"], "sm_90a");
+    assert_eq!(compile["import_check"], "on");
+    let kernels = compile["resources"].as_array().unwrap();
+    assert!(
+        !kernels.is_empty() && kernels[0]["registers"].as_u64().unwrap() > 0,
+        "{compile}"
+    );
+    // The human form names the kernel and its registers.
+    let r = ksearch(&["eval", "mamba_scan", "--build-only", "--arch", "sm_90a"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("built for sm_90a") && r.stdout.contains("registers"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn build_only_rejects_a_kernel_that_imports_its_way_into_the_harness() {
+    let fallback =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/adversarial/cuda/reference_fallback.cu");
+    let r = ksearch(&[
+        "eval",
+        "softmax_llm",
+        fallback.to_str().unwrap(),
+        "--build-only",
+        "--arch",
+        "sm_90a",
+        "--json",
+    ]);
+    if !nvcc_here("build_only_rejects_a_kernel", &r) {
+        return;
+    }
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let j = r.json();
+    assert_eq!(j["status"], "rejected", "{j}");
+    let reason = j["reason"].as_str().unwrap();
+    assert!(reason.contains("imports dlsym"), "{reason}");
+}
+
+#[test]
+fn build_only_of_cuda_needs_the_arch_and_of_c_needs_no_device() {
+    let r = ksearch(&["eval", "mamba_scan", "--build-only"]);
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("--arch"), "{}", r.stderr);
+    // A C kernel builds with the C compiler alone.
+    let r = ksearch(&[
+        "eval",
+        fixture("tiny_softmax").to_str().unwrap(),
+        "--build-only",
+        "--json",
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let j = r.json();
+    assert_eq!(
+        (j["status"].as_str(), j["compile"]["ok"].as_bool()),
+        (Some("passed"), Some(true)),
+        "{j}"
+    );
+}

@@ -94,6 +94,10 @@ pub struct EvalOptions {
     /// device lease, so an evaluation sees its GPU alone (as `cuda:0`) and nothing it runs can
     /// create a context on another GPU and disturb the timings there.
     pub env: Vec<(String, String)>,
+    /// Compile only (harness mode `build`): no device is opened, no reference or candidate code
+    /// runs, nothing is timed; the record has the compile report (for backend cuda: ptxas's
+    /// resources and the import check) and no workloads. A cuda build needs `arch`.
+    pub build_only: bool,
 }
 
 impl EvalOptions {
@@ -112,6 +116,7 @@ impl EvalOptions {
             cuda_graph: CudaGraph::Auto,
             build_cache: Some(harness::cache_dir().join("cuda-build")),
             env: Vec::new(),
+            build_only: false,
             trusted: false,
         }
     }
@@ -126,6 +131,27 @@ pub fn evaluate(
     notify: &dyn Fn(&str),
 ) -> Result<Evaluation, EvalError> {
     let backend = backend_for(&solution.spec.language, opts.device.as_deref())?;
+    // A build has no workloads: the record then holds the compile report alone.
+    let unbuilt;
+    let task = if opts.build_only {
+        if opts.sanitize {
+            return Err(EvalError::Setup(
+                "sanitize: a build-only evaluation runs no kernel for compute-sanitizer to check".into(),
+            ));
+        }
+        if backend.name == "cuda" && opts.arch.is_none() {
+            return Err(EvalError::Setup(
+                "a build-only evaluation of a CUDA kernel needs the GPU architecture to compile for (--arch, e.g. sm_90a): there is no device to read it from".into(),
+            ));
+        }
+        unbuilt = Task {
+            workloads: Vec::new(),
+            ..task.clone()
+        };
+        &unbuilt
+    } else {
+        task
+    };
     let cfg = &task.config.evaluation;
     let trials = opts.trials.unwrap_or(cfg.trials).max(1);
     // task.toml bounds timeout_s (spec validation), so the conversion cannot fail there.
@@ -168,6 +194,9 @@ pub fn evaluate(
     };
 
     let mut request = request::build_request(task, solution, &backend, trials, timeout, opts);
+    if opts.build_only {
+        request["mode"] = serde_json::json!("build");
+    }
     // A fresh key per evaluation: the harness authenticates every line with it (auth.rs), so
     // nothing else that reaches the stream can make a line this side accepts.
     let key = auth::new_key().map_err(|e| EvalError::Setup(format!("cannot draw a protocol key: {e}")))?;
