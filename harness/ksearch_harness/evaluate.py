@@ -129,6 +129,8 @@ def build(request, channel, environment):
     candidate code run. The arch must come with the request (`candidate.build.arch`): there is
     no device to read it from."""
     backend = backends.get((request.get("device") or {}).get("backend", "c"))
+    if hasattr(backend, "prepare_build"):
+        backend.prepare_build(request)  # what its build reads, without a device
     with tempfile.TemporaryDirectory(prefix="ksearch-") as workdir:
         channel.progress("compile")
         result = backend.build(request.get("candidate"), workdir, request.get("limits") or {})

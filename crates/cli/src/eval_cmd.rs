@@ -165,7 +165,13 @@ fn print_build(e: &Evaluation) {
         } else {
             ""
         };
-        println!("{} / {}: built{arch} in {seconds:.1} s{cached}", e.task, e.solution);
+        // MLX compiles a kernel itself at its first call: here the candidate is only checked.
+        let mlx = e.provenance.backend == "mlx";
+        let done = if mlx { "checked" } else { "built" };
+        println!("{} / {}: {done}{arch} in {seconds:.1} s{cached}", e.task, e.solution);
+        if let Some(log) = compile.map(|c| c.log.trim()).filter(|l| mlx && !l.is_empty()) {
+            println!("  {}", log.replace('\n', "\n  "));
+        }
         let resources = resources_text(e);
         if !resources.is_empty() {
             println!("\n{resources}");

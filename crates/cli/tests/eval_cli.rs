@@ -278,4 +278,12 @@ fn build_only_of_cuda_needs_the_arch_and_of_c_needs_no_device() {
         (Some("passed"), Some(true)),
         "{j}"
     );
+    // An MLX kernel's launch spec is checked against every workload, with no MLX needed.
+    let r = ksearch(&["eval", "mlx_attention", "--build-only"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("checked") && r.stdout.contains("compiled by MLX at the first call"),
+        "{}",
+        r.stdout
+    );
 }

@@ -76,6 +76,18 @@ class Backend:
 
     # ---- the device ---------------------------------------------------------------------------
 
+    def prepare_build(self, request):
+        """Harness mode `build`: what `build` reads (the request, the dialect), without MLX or a
+        device: the candidate is checked as it would be before a run."""
+        self._request = request
+        device = request.get("device") or {}
+        kind = _DEVICES.get(device.get("name") or "mlx:gpu")
+        if kind is None:
+            raise SetupError(f"unknown device {device.get('name')!r} for the mlx backend; "
+                             f"expected mlx:gpu or mlx:cpu")
+        self.dialect = (device.get("dialect") or mlx_spec.platform_dialect()) \
+            if kind == "gpu" else None
+
     def open(self, request):
         self._request = request
         device = request.get("device") or {}
@@ -187,7 +199,7 @@ class Backend:
             return {"ok": False, "seconds": time.perf_counter() - start, "command": [],
                     "log": str(e)}
         self._spec, self._folder = spec, folder
-        version = f"MLX {self.mx.__version__}"
+        version = f"MLX {self.mx.__version__}" if self.mx is not None else "MLX (build only)"
         self.compiler = (f"{version}, mx.fast.{spec.dialect}_kernel"
                          if isinstance(spec, mlx_spec.KernelSpec) else
                          f"{version}, Python {sys.version.split()[0]}")
