@@ -293,8 +293,8 @@ fn print_table(e: &Evaluation) {
 /// The compiler's resources per kernel (CUDA builds), as the planner and coder read them;
 /// empty when the build reported none.
 fn resources_text(e: &Evaluation) -> String {
-    let kernels = e.compile.as_ref().map(|c| crate::summary::resources(&c.resources));
-    ksearch_search::engine::resource_lines(&kernels.unwrap_or_default())
+    let kernels = e.compile.as_ref().map(|c| c.resources.as_slice()).unwrap_or_default();
+    ksearch_search::engine::resource_lines(kernels)
 }
 
 fn tail_lines(text: &str, n: usize) -> Vec<&str> {

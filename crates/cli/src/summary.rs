@@ -2,7 +2,7 @@
 //! end of the log, the compiler's resources per kernel.
 
 use ksearch_eval::{Evaluation, Status};
-use ksearch_search::engine::{EvalSummary, KernelResources, WorkloadSummary};
+use ksearch_search::engine::{EvalSummary, WorkloadSummary};
 
 const LOG_LINES: usize = 30;
 
@@ -41,26 +41,8 @@ pub(crate) fn summarize(e: &Evaluation) -> EvalSummary {
             .collect(),
         log_tail: tail(&log, LOG_LINES),
         suspicious,
-        resources: e.compile.as_ref().map(|c| resources(&c.resources)).unwrap_or_default(),
+        resources: e.compile.as_ref().map(|c| c.resources.clone()).unwrap_or_default(),
     }
-}
-
-/// The record's per-kernel report (ptxas `-v`), as the search and its outputs read it.
-pub(crate) fn resources(kernels: &[ksearch_eval::KernelResources]) -> Vec<KernelResources> {
-    kernels
-        .iter()
-        .map(|k| KernelResources {
-            name: k.name.clone(),
-            arch: k.arch.clone(),
-            registers: k.registers,
-            spill_store_bytes: k.spill_store_bytes,
-            spill_load_bytes: k.spill_load_bytes,
-            stack_frame_bytes: k.stack_frame_bytes,
-            shared_bytes: k.shared_bytes,
-            constant_bytes: k.constant_bytes,
-            barriers: k.barriers,
-        })
-        .collect()
 }
 
 fn tail(text: &str, n: usize) -> String {
@@ -97,7 +79,7 @@ pub(crate) mod tests {
         let s = summarize(&evaluation(Some(softmax_kernel())));
         assert_eq!(
             s.resources,
-            vec![KernelResources {
+            vec![ksearch_search::engine::KernelResources {
                 name: "_Z12softmax_rowsPKfPfl".into(),
                 arch: "sm_90a".into(),
                 registers: 30,

@@ -132,25 +132,8 @@ pub struct CompileReport {
     pub import_check: Option<String>,
 }
 
-/// What ptxas reported for one kernel (entry function). `None` where this ptxas version does
-/// not print the figure (CUDA 13 omits constant memory for sm_90a, older ones barriers).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KernelResources {
-    /// The kernel's (mangled) name.
-    pub name: String,
-    pub arch: String,
-    /// Registers per thread.
-    pub registers: u32,
-    /// Bytes spilled to local memory (stores and loads per thread).
-    pub spill_store_bytes: Option<u64>,
-    pub spill_load_bytes: Option<u64>,
-    pub stack_frame_bytes: Option<u64>,
-    /// Static shared memory per block.
-    pub shared_bytes: u64,
-    /// Constant memory, summed over the banks ptxas lists (kernel parameters included).
-    pub constant_bytes: Option<u64>,
-    pub barriers: Option<u32>,
-}
+/// What ptxas reported for one kernel (defined in ksearch-spec, shared with the search).
+pub use ksearch_spec::KernelResources;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Timing {

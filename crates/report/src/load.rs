@@ -386,16 +386,8 @@ fn best_kernel(
 
 fn kernel_row(k: &KernelResources) -> KernelRow {
     KernelRow {
-        name: kernel_name(&k.name),
-        symbol: k.name.clone(),
-        arch: k.arch.clone(),
-        registers: k.registers,
-        spill_store_bytes: k.spill_store_bytes,
-        spill_load_bytes: k.spill_load_bytes,
-        stack_frame_bytes: k.stack_frame_bytes,
-        shared_bytes: k.shared_bytes,
-        constant_bytes: k.constant_bytes,
-        barriers: k.barriers,
+        short_name: kernel_name(&k.name),
+        resources: k.clone(),
     }
 }
 

@@ -177,19 +177,10 @@ pub struct BestKernel {
 #[derive(Debug, Clone, Serialize)]
 pub struct KernelRow {
     /// The kernel's name without C++ mangling where that is cheap, else its symbol.
-    pub name: String,
-    /// The symbol as ptxas printed it.
-    pub symbol: String,
-    pub arch: String,
-    pub registers: u32,
-    /// Bytes spilled to local memory per thread (`None`: ptxas did not say).
-    pub spill_store_bytes: Option<u64>,
-    pub spill_load_bytes: Option<u64>,
-    pub stack_frame_bytes: Option<u64>,
-    /// Static shared memory per block.
-    pub shared_bytes: u64,
-    pub constant_bytes: Option<u64>,
-    pub barriers: Option<u32>,
+    pub short_name: String,
+    /// What ptxas reported; its `name` is the symbol as ptxas printed it.
+    #[serde(flatten)]
+    pub resources: ksearch_search::engine::KernelResources,
 }
 
 #[derive(Debug, Clone, Serialize)]

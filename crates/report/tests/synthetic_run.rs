@@ -341,11 +341,12 @@ fn a_run_in_progress_and_finished_is_fully_accounted_for_and_drawn() {
     assert!((best.workloads[0].relative_noise.unwrap() - 0.04).abs() < 1e-12);
     assert_eq!(best.workloads[0].gb_per_s, Some(2100.0));
     assert_eq!(best.kernels.len(), 1);
+    let kernel = &best.kernels[0];
     assert_eq!(
-        (best.kernels[0].name.as_str(), best.kernels[0].symbol.as_str()),
+        (kernel.short_name.as_str(), kernel.resources.name.as_str()),
         ("k", "_Z1kPf")
     );
-    assert_eq!((best.kernels[0].registers, best.kernels[0].shared_bytes), (40, 2048));
+    assert_eq!((kernel.resources.registers, kernel.resources.shared_bytes), (40, 2048));
     let prov: Vec<(&str, &str)> = r
         .provenance
         .iter()

@@ -14,6 +14,7 @@ mod dtype;
 mod error;
 mod expertise;
 mod knobs;
+mod resources;
 mod solution;
 mod task;
 mod task_config;
@@ -24,6 +25,7 @@ pub use dtype::{DType, Tolerance};
 pub use error::{Problem, SpecError};
 pub use expertise::{Expertise, ExpertiseConfig, MAX_EXPERTISE_CHARS};
 pub use knobs::{Assignment, Constraint, KernelTemplate, Knob, KnobSpace, KnobValue};
+pub use resources::KernelResources;
 pub use solution::{check_source_path, language_of, language_of_in, BuildSpec, Solution, SourceFile};
 pub use task::{builtin_names, Task, TaskOrigin};
 pub use task_config::{

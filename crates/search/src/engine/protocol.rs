@@ -184,29 +184,7 @@ pub struct EvalSummary {
 
 /// One kernel's compiler resources, as the evaluation record's `compile.resources` has them
 /// (docs/protocol.md, "Compiler resource report").
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KernelResources {
-    /// The kernel's symbol, mangled as ptxas prints it (`kernel_name` shortens it).
-    pub name: String,
-    #[serde(default)]
-    pub arch: String,
-    /// Registers per thread.
-    pub registers: u32,
-    /// Bytes spilled to local memory per thread; `None` where ptxas did not say.
-    #[serde(default)]
-    pub spill_store_bytes: Option<u64>,
-    #[serde(default)]
-    pub spill_load_bytes: Option<u64>,
-    #[serde(default)]
-    pub stack_frame_bytes: Option<u64>,
-    /// Static shared memory per block.
-    #[serde(default)]
-    pub shared_bytes: u64,
-    #[serde(default)]
-    pub constant_bytes: Option<u64>,
-    #[serde(default)]
-    pub barriers: Option<u32>,
-}
+pub use ksearch_spec::KernelResources;
 
 impl EvalSummary {
     /// An evaluation that produced no measurement: `status` with `reason`, nothing else.
