@@ -218,3 +218,36 @@ fn mistakes_are_named_by_file_and_field() {
         "{err}"
     );
 }
+
+#[test]
+fn the_mlx_tasks_cite_the_kernels_ksearch_found_on_the_h200_as_the_runs_wrote_them() {
+    // The CUDA results are the MLX tasks' first knowledge (issue 7): the best kernel of each
+    // recorded tuner run, kept beside its task, byte for byte what the run wrote.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for (mlx, origin, run) in [
+        (
+            "mlx_mamba_scan",
+            "tasks/mamba_scan/solutions/h200_tuner_best.cu",
+            "results/2026-11-30-h200-mamba_scan-tuner/best/kernel.cu",
+        ),
+        (
+            "mlx_attention",
+            "tasks/attention_prefill/solutions/h200_tuner_best.py",
+            "results/2026-11-30-h200-attention_prefill-tuner/best/attention.py",
+        ),
+    ] {
+        let task = Task::load_builtin(mlx).unwrap();
+        let e = task
+            .expertise
+            .iter()
+            .find(|e| e.origin == origin)
+            .unwrap_or_else(|| panic!("{mlx} does not cite {origin}"));
+        let written = std::fs::read_to_string(root.join(run)).unwrap();
+        assert_eq!(e.sources[0].content, written, "{origin} differs from {run}");
+        assert!(
+            e.description.contains(run.split("/best").next().unwrap()),
+            "{}",
+            e.description
+        );
+    }
+}
