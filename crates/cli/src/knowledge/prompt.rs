@@ -1,0 +1,214 @@
+//! What a task's prompts cite at a context level: the knowledge base's slice for its device
+//! (figures, patterns, translation layers, properties) and its expertise, and the task brief
+//! the search starts from.
+
+use super::{target_of, Platform};
+use anyhow::Context;
+use ksearch_kb::{ContextLevel, Kb, TaskQuery};
+use ksearch_search::engine::TaskBrief;
+use ksearch_spec::{Expertise, Task};
+
+/// What a task's prompts cite at one context level.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Knowledge {
+    /// The task brief's `target`: figures (hardware, full), patterns, translation layers and
+    /// properties to keep (full).
+    pub target: String,
+    /// The task brief's `expertise`: the task's `[[expertise]]` rendered (full only).
+    pub expertise: String,
+}
+
+/// What the knowledge base is asked about `task` when its candidates run on `device`.
+pub(crate) fn task_query(task: &Task, device: &str) -> TaskQuery {
+    let mut expertise_languages: Vec<String> = Vec::new();
+    for e in &task.expertise {
+        if !expertise_languages.contains(&e.language) {
+            expertise_languages.push(e.language.clone());
+        }
+    }
+    TaskQuery {
+        device: device.to_string(),
+        language: task.config.kernel.language.clone(),
+        op_type: Some(task.definition.op_type.clone()),
+        expertise_languages,
+    }
+}
+
+/// What `task`'s prompts cite at `level` (`--context none|hardware|full`) on its target device
+/// on `platform` ([`target_of`]). When the device was assumed, the cited text starts with the
+/// note saying so (at `hardware` and `full`; `none` cites nothing).
+pub(crate) fn knowledge_for(
+    kb: &Kb,
+    task: &Task,
+    platform: Platform,
+    level: ContextLevel,
+) -> anyhow::Result<Knowledge> {
+    let target = target_of(kb, task, platform)?;
+    let mut k = knowledge_on(kb, task, &target.device, level)?;
+    if let (Some(note), false) = (&target.note, k.target.is_empty()) {
+        k.target = format!("{note}\n{}", k.target);
+    }
+    Ok(k)
+}
+
+/// As [`knowledge_for`], for a chosen device (`m4-max`; what `ksearch kb show DEVICE --prompt
+/// LEVEL --task TASK` prints).
+pub(crate) fn knowledge_on(kb: &Kb, task: &Task, device: &str, level: ContextLevel) -> anyhow::Result<Knowledge> {
+    let target = kb
+        .task_context(&task_query(task, device), level)
+        .with_context(|| format!("the knowledge base for task {}", task.definition.name))?;
+    let expertise = match level {
+        ContextLevel::Full => render_expertise(&task.expertise),
+        ContextLevel::None | ContextLevel::Hardware => String::new(),
+    };
+    Ok(Knowledge { target, expertise })
+}
+
+/// The task brief the search starts from, with the knowledge cited at `level`: what
+/// `ksearch run --context LEVEL` starts the engine with.
+/// Prints a warning when the task's device was assumed.
+pub(crate) fn brief(kb: &Kb, task: &Task, level: ContextLevel) -> anyhow::Result<TaskBrief> {
+    if let Some(warning) = target_of(kb, task, Platform::current())?.warning {
+        eprintln!("warning: {warning}");
+    }
+    brief_for(kb, task, Platform::current(), level)
+}
+
+/// As [`brief`], on `platform`, without the warning.
+pub(crate) fn brief_for(kb: &Kb, task: &Task, platform: Platform, level: ContextLevel) -> anyhow::Result<TaskBrief> {
+    let Knowledge { target, expertise } = knowledge_for(kb, task, platform, level)?;
+    let mut brief = crate::brief::task_brief(task, target);
+    brief.expertise = expertise;
+    Ok(brief)
+}
+
+/// The expertise as prompts show it: each entry's origin, language and description, then its
+/// files in fenced blocks. Empty when the task names none.
+pub(crate) fn render_expertise(list: &[Expertise]) -> String {
+    let mut out = String::new();
+    for (i, e) in list.iter().enumerate() {
+        out.push_str(&format!(
+            "### {}. {} ({}): {}\n",
+            i + 1,
+            e.origin,
+            e.language,
+            e.description
+        ));
+        let tag = match e.language.as_str() {
+            "triton" | "python" | "mlx" => "python",
+            other => other,
+        };
+        for s in &e.sources {
+            // A fence longer than any run of backticks in the file, so the file cannot end it.
+            let longest = s.content.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+            let fence = "`".repeat(longest.max(2) + 1);
+            if e.sources.len() > 1 {
+                out.push_str(&format!("File {}:\n", s.path));
+            }
+            out.push_str(&format!("{fence}{tag}\n{}", s.content));
+            if !s.content.ends_with('\n') {
+                out.push('\n');
+            }
+            out.push_str(&format!("{fence}\n"));
+        }
+        out.push('\n');
+    }
+    out.trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::knowledge::kb;
+    use crate::knowledge::test_support::{init_prompt, mlx_task, CUDA};
+
+    #[test]
+    fn the_prompt_at_each_context_level() {
+        let kb = kb().unwrap();
+        let (_dir, task) = mlx_task();
+        let figures = "4800 GB/s";
+        let table = "Primitive mapping (cuda -> mlx-cuda";
+        let properties = "Properties every candidate must keep: Attention";
+        let expertise = "## Existing implementations to adapt";
+
+        let brief = |level| brief_for(&kb, &task, Platform::Linux, level).unwrap();
+        let knowledge = |level| knowledge_for(&kb, &task, Platform::Linux, level).unwrap();
+        let none = init_prompt(brief(ContextLevel::None));
+        for absent in [figures, table, properties, expertise, "## Target"] {
+            assert!(!none.contains(absent), "none level contains {absent:?}");
+        }
+
+        let hardware = init_prompt(brief(ContextLevel::Hardware));
+        assert!(hardware.contains("## Target\n## Target hardware: NVIDIA H200"));
+        assert!(hardware.contains(figures));
+        for absent in [table, properties, expertise, "Optimisation patterns"] {
+            assert!(!hardware.contains(absent), "hardware level contains {absent:?}");
+        }
+
+        let full = init_prompt(brief(ContextLevel::Full));
+        for present in [
+            figures,
+            "Optimisation patterns for cuda",
+            table,
+            "grid = number of threads (gridDim * blockDim)",
+            properties,
+            expertise,
+            "### 1. expertise/attn.cu (cuda): FlashAttention-style CUDA forward kernel\n```cuda\n",
+            CUDA,
+        ] {
+            assert!(full.contains(present), "full level lacks {present:?}\n{full}");
+        }
+        // The expertise follows the translation layer it is to be read with.
+        assert!(full.find(table).unwrap() < full.find(expertise).unwrap());
+        // Levels only add: what hardware cites, full cites too.
+        let slice = knowledge(ContextLevel::Hardware).target;
+        assert!(knowledge(ContextLevel::Full).target.starts_with(&slice));
+    }
+
+    #[test]
+    fn metal_on_an_apple_device_and_no_layer_for_plain_cuda() {
+        let kb = kb().unwrap();
+        let (_dir, task) = mlx_task();
+        let k = knowledge_on(&kb, &task, "m1-max", ContextLevel::Full).unwrap();
+        assert!(k.target.contains("Primitive mapping (cuda -> metal") && k.target.contains("400 GB/s"));
+        assert!(!k.target.contains("mlx-cuda"));
+        // A CUDA task is not translated; the C tasks keep their CPU slice.
+        let cuda = Task::load_builtin("mamba_scan").unwrap();
+        let k = knowledge_for(&kb, &cuda, Platform::Linux, ContextLevel::Full).unwrap();
+        assert!(!k.target.contains("Primitive mapping"));
+        assert!(k.target.contains("Properties every candidate must keep: Scans"));
+        assert!(k.expertise.is_empty());
+        let c = Task::load_builtin("softmax").unwrap();
+        let k = knowledge_for(&kb, &c, Platform::MacOs, ContextLevel::Full).unwrap();
+        assert!(
+            k.target.contains("Generic x86-64 CPU")
+                && k.target.contains("Properties every candidate must keep: Softmax")
+        );
+    }
+
+    #[test]
+    fn expertise_rendering() {
+        assert_eq!(render_expertise(&[]), "");
+        let fenced = Expertise {
+            description: "two files".into(),
+            language: "triton".into(),
+            origin: "best kernel of run runs/x".into(),
+            sources: vec![
+                ksearch_spec::SourceFile {
+                    path: "a.py".into(),
+                    content: "doc = '''```python```'''".into(),
+                },
+                ksearch_spec::SourceFile {
+                    path: "b.py".into(),
+                    content: "x = 1\n".into(),
+                },
+            ],
+        };
+        let text = render_expertise(&[fenced]);
+        assert_eq!(
+            text,
+            "### 1. best kernel of run runs/x (triton): two files\nFile a.py:\n````python\ndoc = '''```python```'''\n````\n\
+             File b.py:\n```python\nx = 1\n```"
+        );
+    }
+}
