@@ -45,12 +45,30 @@ class Spec:
                         for n, s in (definition.get("outputs") or {}).items()]
         if not self.outputs:
             raise TaskError("definition.outputs", "the definition declares no outputs")
+        # Inputs the kernel may write into (task.toml [kernel].writable_inputs): not checked
+        # after a call (set_writable).
+        self.writable = frozenset()
         for t in self.inputs + self.outputs:
             for axis in t.shape_spec:
                 if not isinstance(axis, int) and axis not in self.const and axis not in self.var:
                     raise TaskError(f"{t.field}.shape",
                                     f"'{t.name}' uses axis {axis!r}, which definition.axes "
                                     f"does not declare")
+
+    def set_writable(self, names):
+        """The inputs a kernel may write into (GPU MODE's output buffers among the inputs)."""
+        names = list(names or [])
+        known = {t.name for t in self.inputs}
+        for i, name in enumerate(names):
+            if name not in known:
+                raise TaskError(f"correctness.writable_inputs[{i}]",
+                                f"the definition has no input {name!r}")
+        self.writable = frozenset(names)
+
+    def read_only(self, pristine, mine):
+        """(input, before, after) for the inputs a candidate must leave as they were."""
+        return [(t, b, a) for t, b, a in zip(self.inputs, pristine, mine)
+                if t.name not in self.writable]
 
     def require_numpy(self, bfloat16_as_float32=False):
         """Fill every tensor's host NumPy dtype (see dtypes.host_numpy for bfloat16)."""

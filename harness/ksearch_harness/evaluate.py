@@ -92,6 +92,7 @@ def evaluate(request, channel, environment):
     backend.open(request)
     environment["device"] = backend.describe()
     spec = Spec(request.get("definition"))
+    spec.set_writable((request.get("correctness") or {}).get("writable_inputs"))
     backend.check_definition(spec)
     spec.require_numpy(bfloat16_as_float32=backend.bfloat16_as_float32)
     ctx = _Context(request, spec, backend)

@@ -212,7 +212,7 @@ class TorchMemory:
     def changed_input(self, spec, pristine, mine):
         """Bitwise comparison on the device with a fresh upload of the pristine contents."""
         torch = self.torch
-        for t, before, after in zip(spec.inputs, pristine, mine):
+        for t, before, after in spec.read_only(pristine, mine):
             if not isinstance(before, np.ndarray) or before.size == 0:
                 continue
             fresh = _bytes(torch, self.upload(before, t))

@@ -81,6 +81,53 @@ fn mutating_an_input_is_caught() {
 }
 
 #[test]
+fn an_input_the_task_declares_writable_may_be_written_and_no_other() {
+    // GPU MODE's output buffers come among the inputs; a task lists them in
+    // [kernel].writable_inputs. Writing into x then passes; the check stays on for the rest.
+    let kernel = SOFTMAX_OK
+        .replace("void softmax(const float *x,", "void softmax(float *x,")
+        .replace(
+            "        for (int64_t j = 0; j < N; j++) o[j] = (float)(o[j] / s);\n    }",
+            "        for (int64_t j = 0; j < N; j++) o[j] = (float)(o[j] / s);\n    }\n    x[0] = 0.0f;",
+        );
+    let plain = eval_tiny(&kernel, &[]);
+    let reason = plain.json()["reason"].as_str().unwrap_or("").to_string();
+    assert!(reason.contains("modified its input 'x'"), "{reason}\n{kernel}");
+    let task = copy_fixture("tiny_softmax");
+    let toml = task.path().join("task.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        text.replace("[kernel]\n", "[kernel]\nwritable_inputs = [\"x\"]\n"),
+    )
+    .unwrap();
+    let (_dir, path) = write_temp("kernel.c", &kernel);
+    let r = ksearch(&[
+        "eval",
+        task.path().to_str().unwrap(),
+        path.to_str().unwrap(),
+        "--json",
+        "--seed",
+        "7",
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.json()["status"], "passed");
+    // A name that is not an input is the task's mistake, named by field.
+    std::fs::write(
+        &toml,
+        text.replace("[kernel]\n", "[kernel]\nwritable_inputs = [\"z\"]\n"),
+    )
+    .unwrap();
+    let r = ksearch(&["eval", task.path().to_str().unwrap(), "--json"]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("kernel.writable_inputs[0]") && r.stderr.contains("no input 'z'"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
 fn segfault_is_runtime_error_naming_the_signal() {
     let kernel = "#include <stdint.h>\nvoid softmax(const float *x, float *y, int64_t M, int64_t N) {\n  volatile float *p = (float *)0; p[M] = 1.0f; (void)x; (void)y; (void)N;\n}\n";
     let r = eval_tiny(kernel, &[]);

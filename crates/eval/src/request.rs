@@ -186,6 +186,7 @@ pub(crate) fn build_request(
             "input_overrides": cfg.inputs,
             "tolerance": tolerance,
             "matched_ratio": cfg.evaluation.matched_ratio,
+            "writable_inputs": cfg.kernel.writable_inputs,
         },
         "timing": timing,
         "limits": {"log_bytes": 65536, "compile_timeout_s": compile_timeout(backend, timeout)},

@@ -16,6 +16,16 @@ pub(crate) struct Draw {
     pub note: Option<String>,
 }
 
+/// Whether an input is an output buffer: made with `torch.empty` in every workload (its
+/// contents are garbage by construction, so the problem's kernel writes into it).
+pub(crate) fn is_output_buffer(made: &[&Value]) -> bool {
+    !made.is_empty()
+        && made.iter().all(|v| match v {
+            Value::Tensor { origin, .. } => origin.as_ref().and_then(|o| o.get("fn")?.as_str()) == Some("empty"),
+            Value::Scalar { .. } => false,
+        })
+}
+
 /// `made`: the input as the problem built it, in each workload; `maker` names the function that
 /// built it (`get_inputs()`, `generate_input`).
 pub(crate) fn choose(name: &str, dtype: DType, made: &[&Value], plan: &AxisPlan, maker: &str) -> Draw {
@@ -118,9 +128,9 @@ pub(crate) fn choose(name: &str, dtype: DType, made: &[&Value], plan: &AxisPlan,
         "empty" => Draw {
             distribution: None,
             note: Some(format!(
-                "'{name}' is made with torch.empty in {maker}, probably an output buffer: ksearch passes it as an \
-                 input filled with random values, and a candidate that writes into an input fails; candidates must \
-                 return their results"
+                "'{name}' is made with torch.empty in {maker}, an output buffer: task.toml lists it in \
+                 [kernel].writable_inputs, so a candidate may write into it (as GPU MODE submissions do); it is \
+                 passed with random contents, and what the candidate returns is what is checked"
             )),
         },
         "zeros" | "ones" | "full" | "tensor" | "arange" | "linspace" | "eye" => Draw {

@@ -164,6 +164,7 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
     };
     let mut def_inputs = IndexMap::new();
     let mut chosen: Vec<(String, Draw)> = Vec::new();
+    let mut writable: Vec<String> = Vec::new();
     for (j, name) in inputs.iter().enumerate() {
         let what = if bare {
             "what generate_input returns".to_string()
@@ -174,6 +175,9 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         if matches!(first.inputs[j], Value::Tensor { .. }) {
             def_inputs.insert(name.clone(), crate::tensor_spec(plan.shapes[name].clone(), d, what));
             let made: Vec<&Value> = found.calls.iter().map(|c| &c.inputs[j]).collect();
+            if draws::is_output_buffer(&made) {
+                writable.push(name.clone());
+            }
             chosen.push((name.clone(), draws::choose(name, d, &made, &plan, "generate_input")));
         } else {
             def_inputs.insert(name.clone(), crate::scalar_spec(d, what));
@@ -314,7 +318,14 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
             .into(),
     );
     let calling = if bare { "returns" } else { "tuple" };
-    let task_toml = task_toml(&folder_name, &found.engine, &chosen, &tolerance_toml, calling);
+    let task_toml = task_toml(
+        &folder_name,
+        &found.engine,
+        &chosen,
+        &tolerance_toml,
+        calling,
+        &writable,
+    );
 
     let folder_out = Folder {
         definition,
@@ -551,7 +562,14 @@ fn tolerance(found: &GpuModeProbe, dtypes: &[DType]) -> (String, String) {
     }
 }
 
-fn task_toml(folder: &str, engine: &str, chosen: &[(String, Draw)], tolerance: &str, calling: &str) -> String {
+fn task_toml(
+    folder: &str,
+    engine: &str,
+    chosen: &[(String, Draw)],
+    tolerance: &str,
+    calling: &str,
+    writable: &[String],
+) -> String {
     let mut t =
         emit::comment(&format!(
         "Imported from GPU MODE task {folder} by `ksearch import gpumode` (shapes found with {}). docs/importers.md \
@@ -568,5 +586,12 @@ fn task_toml(folder: &str, engine: &str, chosen: &[(String, Draw)], tolerance: &
         "custom_kernel(data) gets the one tensor generate_input makes, and returns the output."
     }));
     t.push_str(&format!("calling = \"{calling}\"\nseed = \"seed.py\"\n"));
+    if !writable.is_empty() {
+        t.push_str(&emit::comment(
+            "Made with torch.empty by generate_input: output buffers a submission may fill (and return).",
+        ));
+        let names: Vec<String> = writable.iter().map(|n| emit::toml_str(n)).collect();
+        t.push_str(&format!("writable_inputs = [{}]\n", names.join(", ")));
+    }
     t
 }

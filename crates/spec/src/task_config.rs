@@ -211,6 +211,7 @@ impl TaskConfig {
         }
         self.kernel.check(&mut p);
         kernel::check_baselines(&self.baselines, &mut p);
+        kernel::check_writable_inputs(&self.kernel.writable_inputs, def, &mut p);
         crate::expertise::validate(&self.expertise, &mut p);
         p.into_result()
     }

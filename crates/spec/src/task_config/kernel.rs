@@ -22,6 +22,10 @@ pub struct KernelConfig {
     /// Construction of a class entry point (KernelBench's `ModelNew`): its arguments and the
     /// torch seed set just before, so candidate and reference get the same parameters.
     pub init: Option<ModuleInit>,
+    /// Inputs the kernel may write into (GPU MODE's output buffers passed among the inputs,
+    /// which a submission fills and returns): their contents are not checked after a call, and
+    /// every call still gets fresh ones. Every other input must come back bit for bit.
+    pub writable_inputs: Vec<String>,
 }
 
 /// How a Python-module entry point is called (docs/protocol.md). The `c` and `cuda` backends
@@ -88,6 +92,7 @@ impl Default for KernelConfig {
             knobs: None,
             calling: Calling::Dps,
             init: None,
+            writable_inputs: Vec::new(),
         }
     }
 }
@@ -123,6 +128,22 @@ impl KernelConfig {
                     self.language
                 ),
             );
+        }
+    }
+}
+
+/// Pushes the problems of `[kernel].writable_inputs` to `p`: each must name an array input of
+/// the definition, once.
+pub(super) fn check_writable_inputs(names: &[String], def: &crate::definition::Definition, p: &mut Problems) {
+    for (i, name) in names.iter().enumerate() {
+        let field = format!("kernel.writable_inputs[{i}]");
+        match def.inputs.get(name) {
+            None => p.push(field, format!("the definition has no input '{name}'")),
+            Some(t) if t.shape.is_none() => {
+                p.push(field, format!("'{name}' is a scalar, which a kernel cannot write into"))
+            }
+            Some(_) if names[..i].contains(name) => p.push(field, format!("'{name}' appears twice")),
+            Some(_) => {}
         }
     }
 }
