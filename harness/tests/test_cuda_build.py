@@ -73,8 +73,8 @@ class Build(unittest.TestCase):
             self.assertIn(flag, command)
         # One compile per .cu (the header is not compiled), the imports checked, then one link.
         compile_, link = command[:command.index("&&")], command[command.index("&&") + 1:]
-        self.assertEqual(compile_[-4:], ["-c", "-o", "objects/0.o", "kernel.cu"])
-        self.assertEqual(link[-3:], ["-o", "candidate.so", "objects/0.o"])
+        self.assertEqual(compile_[-4:], ["-c", "-o", "../objects/0.o", "kernel.cu"])
+        self.assertEqual(link[-3:], ["-o", "candidate.so", "../objects/0.o"])
         self.assertNotIn("factor.h", command)
         self.assertEqual(result["arch"], "sm_90a")
         self.assertFalse(result["cached"])

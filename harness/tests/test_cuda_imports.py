@@ -40,18 +40,23 @@ class Rules(unittest.TestCase):
 
     def test_each_rule_refuses_its_calls_whatever_the_symbol_version(self):
         cases = {
-            "dynamic lookup": ["dlsym", "dlopen@GLIBC_2.34", "dl_iterate_phdr", "_r_debug"],
+            "dynamic lookup": ["dlsym", "dlopen@GLIBC_2.34", "dl_iterate_phdr", "_r_debug",
+                               "getauxval"],
             "python": ["PyRun_SimpleString", "PyGILState_Ensure", "_PyEval_EvalFrameDefault"],
             "thread": ["pthread_create", "thrd_create",
                        "_ZNSt6thread15_M_start_threadESt10unique_ptrINS_6_StateESt14default_"
-                       "deleteIS1_EEPFvvE"],
-            "process": ["fork", "execve", "system", "popen", "posix_spawnp"],
+                       "deleteIS1_EEPFvvE", "timer_create"],
+            "process": ["fork", "execve", "system", "popen", "posix_spawnp", "execv", "execveat",
+                        "_Fork"],
             "files and network": ["fopen", "open64", "__open_2", "openat", "socket", "connect",
                                   "_ZNSt14basic_ifstreamIcSt11char_traitsIcEEC1EPKcSt13_Ios_"
-                                  "Openmode"],
-            "clock": ["clock_gettime", "nanosleep", "_ZNSt6chrono3_V212steady_clock3nowEv"],
-            "signals and process state": ["kill", "ptrace", "syscall", "sigaction"],
-            "memory mapping": ["mprotect", "mmap64"],
+                                  "Openmode", "truncate", "unlinkat", "memfd_create", "mkstemp",
+                                  "tmpfile", "symlink"],
+            "clock": ["clock_gettime", "nanosleep", "_ZNSt6chrono3_V212steady_clock3nowEv",
+                      "clock_nanosleep", "getrusage"],
+            "signals and process state": ["kill", "ptrace", "syscall", "sigaction", "sigset",
+                                          "signalfd", "process_vm_writev"],
+            "memory mapping": ["mprotect", "mmap64", "pkey_mprotect"],
             "environment": ["getenv", "environ"],
             "cuda streams": ["cudaStreamCreateWithFlags", "cudaLaunchHostFunc",
                              "cudaGraphLaunch", "cudaIpcOpenMemHandle", "cudaLaunchKernel_ptsz",
@@ -123,6 +128,21 @@ class Builds(unittest.TestCase):
                 self.assertIn(why, result["refused"])
                 self.assertFalse(result["linked"])  # refused before linking
                 self.assertIn("refused before linking", result["log"])
+
+    def test_a_system_call_behind_an_instruction_prefix_is_found(self):
+        # objdump prints `data16 syscall` / `rex.W syscall` / `cs rdtsc`: still refused.
+        source = ('#include <cstdint>\n__global__ void k(float* y) { y[0] = 1.0f; }\n'
+                  'extern "C" void f(float* y) {\n  long r;\n'
+                  '  __asm__ volatile(".byte 0x48, 0x0f, 0x05" : "=a"(r) : "a"(39L) : "rcx", "r11");\n'
+                  '  __asm__ volatile(".byte 0x2e, 0x0f, 0x31" ::: "rax", "rdx");\n'
+                  '  if (r > 0) k<<<1, 1>>>(y);\n}\n')
+        path = os.path.join(self.tmp.name, "prefixed.cu")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(source)
+        result = self.build(path)
+        self.assertFalse(result["ok"])
+        self.assertIn("syscall", result.get("refused", ""), result["log"])
+        self.assertIn("rdtsc", result["refused"])
 
     def test_without_the_check_the_same_hack_builds(self):
         # The layer shown: what the check stops is a working library without it.

@@ -42,36 +42,42 @@ from ..errors import SetupError
 # C++ functions are matched in their mangled form, the form the object holds.
 RULES = (
     ("dynamic lookup",
-     r"dl(open|mopen|sym|vsym|addr1?|info|error|_iterate_phdr)|_r_debug|_dl_\w+|__libc_dl\w+",
+     r"dl(open|mopen|sym|vsym|addr1?|info|error|_iterate_phdr)|_r_debug|_dl_\w+|__libc_dl\w+"
+     r"|getauxval",
      "looks up code at run time, which reaches the harness's interpreter and the reference "
-     "living in the same process"),
+     "living in the same process (libcu++'s cuda::devices, cuda::launch and cuda::stream load "
+     "the driver this way: use the CUDA runtime API, and cudaGetDriverEntryPoint for TMA)"),
     ("python",
      r"_?Py[A-Z_]\w*",
      "calls into the Python interpreter that runs the harness"),
     ("thread",
-     r"pthread_create|thrd_create|_ZNSt6thread\d+_M_start_thread\w*",
+     r"pthread_create|thrd_create|_ZNSt6thread\d+_M_start_thread\w*|timer_create",
      "starts a host thread (std::thread, std::async, pthread_create), which could work after "
      "the call returned; all work must be done inside the call"),
     ("process",
-     r"fork|vfork|clone3?|posix_spawnp?|execve|execvpe?|execle?|execlp|fexecve|system|popen"
-     r"|daemon",
+     r"_?_?fork|_Fork|vfork|clone3?|posix_spawnp?|execve(at)?|execvp?e?|execle?|execlp"
+     r"|fexecve|system|popen|daemon",
      "starts a process; a kernel computes, it does not run programs"),
     ("files and network",
      r"(__)?(f?open|freopen|openat|creat)(64)?(_2)?|opendir|socket|connect|bind|listen"
-     r"|accept4?|sendto|recvfrom|unlink|remove|rename|mkdir"
+     r"|accept4?|sendto|recvfrom|unlink(at)?|remove|rename(at2?)?|mkdir(at)?|rmdir"
+     r"|f?truncate(64)?|symlink(at)?|link(at)?|f?chmod(at)?|f?chown(at)?"
+     r"|mks?temps?(64)?|mkdtemp|tmpfile(64)?|memfd_create|shm_open|shm_unlink"
      r"|_ZNSt\d+basic_(i|o)?fstream\w*|_ZNSt\d+basic_filebuf\w*|_ZNSt12__basic_file\w*"
      r"|_ZNSt10filesystem\w*|_ZNSt7__cxx1110filesystem\w*",
      "opens files or network connections; a kernel reads only its arguments"),
     ("clock",
-     r"clock_gettime|gettimeofday|clock|time|timespec_get|nanosleep|usleep|sleep"
+     r"clock_gettime|gettimeofday|clock|time|timespec_get|nanosleep|clock_nanosleep|usleep"
+     r"|sleep|getrusage|times"
      r"|_ZNSt6chrono3_V212(steady|system)_clock3nowEv|_ZNSt11this_thread11__sleep_for\w*",
      "reads the clock or sleeps; a kernel has no reason to, and doing so can skew the timing"),
     ("signals and process state",
-     r"signal|sigaction|setitimer|alarm|raise|kill|tgkill|tkill|pthread_kill|ptrace|prctl"
-     r"|setrlimit|setsid|setpgid|syscall",
+     r"signal|sigaction|sigset|__sysv_signal|bsd_signal|signalfd|sigqueue|pthread_sigqueue"
+     r"|setitimer|alarm|raise|kill|tgkill|tkill|pthread_kill|ptrace|prctl"
+     r"|setrlimit|setsid|setpgid|syscall|process_vm_(read|write)v",
      "manipulates signals, limits or the process; not allowed in a kernel"),
     ("memory mapping",
-     r"mprotect|mmap(64)?|munmap|mremap|madvise",
+     r"(pkey_)?mprotect|mmap(64)?|munmap|mremap|madvise",
      "remaps memory, which can alter the harness or the reference; allocate with cudaMalloc"),
     ("environment",
      r"getenv|secure_getenv|environ|__environ|setenv|putenv|unsetenv",
@@ -91,8 +97,10 @@ INSTRUCTIONS = (
     (r"syscall|sysenter|int\s+\$0x80", "makes a system call directly, bypassing every import"),
     (r"rdtscp?", "reads the time-stamp counter; a kernel reads no clock"),
 )
-_INSTRUCTION = re.compile(r"^\s*[0-9a-f]+:\s+(?P<insn>" + "|".join(p for p, _ in INSTRUCTIONS)
-                          + r")\b")
+# Anywhere in the instruction, so that prefixes (`data16 syscall`, `rex.W syscall`, `cs rdtsc`)
+# do not hide it.
+_INSTRUCTION = re.compile(r"^\s*[0-9a-f]+:\s+(?:.*\s)?(?P<insn>"
+                          + "|".join(p for p, _ in INSTRUCTIONS) + r")\b")
 
 _COMPILED = tuple((name, re.compile(pattern), reason) for name, pattern, reason in RULES)
 

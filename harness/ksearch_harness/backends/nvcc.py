@@ -1,8 +1,8 @@
 """nvcc: finding it, compiling a candidate to a shared library, and the build cache.
 
 Commands (docs/protocol.md, Backend cuda), one compile per source, then one link:
-    nvcc -O3 -arch=ARCH -Xcompiler -fPIC -Xptxas -v -lineinfo EXTRA -c -o objects/N.o FILE.cu
-    nvcc -arch=ARCH -Xcompiler -fPIC -shared -Xlinker -z,defs EXTRA -o candidate.so objects/*.o
+    nvcc -O3 -arch=ARCH -Xcompiler -fPIC -Xptxas -v -lineinfo EXTRA -c -o ../objects/N.o FILE.cu
+    nvcc -arch=ARCH -Xcompiler -fPIC -shared -Xlinker -z,defs EXTRA -o candidate.so ../objects/*.o
 `-Xptxas -v` makes ptxas report each kernel's registers, spills and shared memory (ptxas.py);
 `-lineinfo` lets compute-sanitizer name source lines and changes no generated code. The CUDA
 runtime is linked statically (nvcc's default), so the library needs no libcudart at run time.
@@ -31,7 +31,8 @@ from .. import ptxas
 from . import imports, sources
 
 FLAGS = ["-O3", "-Xcompiler", "-fPIC", "-Xptxas", "-v", "-lineinfo"]
-OBJECTS = "objects"
+# Beside the sources' folder, not in it: a candidate may name a file `objects`.
+OBJECTS = os.path.join("..", "objects")
 CACHE_FORMAT = 2  # part of the key: bump when what a build produces changes
 
 
@@ -137,7 +138,7 @@ def build(checked, workdir, limits, arch, cache_dir):
                 "log": hit.get("log", ""), "resources": hit.get("resources", []),
                 "cached": True, "arch": arch, "compiler": release, "library": library,
                 "import_check": "on" if tools else "off"}
-    os.makedirs(os.path.join(folder, OBJECTS), exist_ok=True)
+    os.makedirs(os.path.normpath(os.path.join(folder, OBJECTS)), exist_ok=True)
     limit = float(limits.get("compile_timeout_s", 30))
     deadline = start + limit
     logs, full_logs, refused = [], [], None
