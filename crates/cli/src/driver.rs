@@ -167,7 +167,9 @@ impl Driver<'_> {
             // LLM requests that failed in a row (after their retries), and the error that made
             // the run stop asking.
             let mut failing = 0u32;
-            let mut unavailable: Option<String> = None;
+            // Once tripped: the failures in a row and the error at that moment. Answers still in
+            // flight are recorded; failures after it are held back like the one that tripped it.
+            let mut unavailable: Option<(u32, String)> = None;
             loop {
                 if let Some(done) = ready.pop_front() {
                     let id = done.request_id().to_string();
@@ -177,12 +179,12 @@ impl Driver<'_> {
                         Some(Ok(())) => failing = 0,
                         Some(Err(error)) => {
                             failing += 1;
-                            if failing >= LLM_FAILURES_TO_STOP {
+                            if failing >= LLM_FAILURES_TO_STOP || unavailable.is_some() {
                                 // Kept in the store as an exchange, not answered: the engine
                                 // would spend a round or give up a plan on an endpoint that is
                                 // down, and `resume` asks this request again.
                                 done.record_exchange_only(cx.store)?;
-                                unavailable.get_or_insert(error);
+                                unavailable.get_or_insert((failing, error));
                                 continue;
                             }
                         }
@@ -276,10 +278,8 @@ impl Driver<'_> {
                             })
                         }
                         _ if unavailable.is_some() => {
-                            return Ok(Stopped::LlmUnavailable {
-                                failures: failing,
-                                error: unavailable.unwrap_or_default(),
-                            })
+                            let (failures, error) = unavailable.unwrap_or_default();
+                            return Ok(Stopped::LlmUnavailable { failures, error });
                         }
                         _ if stopping => return Ok(Stopped::Interrupted),
                         _ if !agent.is_empty() => return cx.await_agent(&agent),

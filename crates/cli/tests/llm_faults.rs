@@ -642,3 +642,34 @@ fn an_endpoint_that_keeps_failing_stops_the_run_and_resume_continues_it() {
     let rounds: Vec<u64> = candidates(&setup.show()).iter().map(|c| c.1).collect();
     assert_eq!(rounds, vec![0, 3, 4, 5], "the search went on where it stopped");
 }
+
+/// Refused requests (HTTP 400) say nothing about whether the endpoint is up: they are failed
+/// attempts, and however many come in a row the run goes on to its end.
+#[test]
+fn refused_requests_do_not_stop_the_run_as_an_outage() {
+    let (server, _hanging) = Server::start(vec![], Reply::ServerError(400));
+    let setup = Setup::new(&server);
+    let r = setup.ksearch(&[
+        "run",
+        setup.task.path().to_str().unwrap(),
+        "--rounds",
+        "4",
+        "--strategy",
+        "refine",
+        "--llm",
+        "flaky",
+        "--seed",
+        "5",
+        "--json",
+        "--out",
+        setup.run_dir().to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let j = r.json();
+    assert_eq!(
+        (j["status"].as_str(), j["rounds"].as_u64()),
+        (Some("finished"), Some(4)),
+        "{j}"
+    );
+    assert_eq!(failed_events(&setup.run_dir()).len(), 4, "one failed attempt per round");
+}

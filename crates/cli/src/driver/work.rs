@@ -23,7 +23,7 @@ pub(crate) enum Done {
         request_id: String,
         plan: bool,
         row: Box<ExchangeRow>,
-        answer: Result<String, (String, bool)>,
+        answer: Result<String, LlmFailure>,
     },
     /// An evaluation, with the device it ran on.
     Evaluation {
@@ -35,17 +35,25 @@ pub(crate) enum Done {
     },
 }
 
+/// Why an LLM call failed.
+#[derive(Debug, Clone)]
+pub(crate) struct LlmFailure {
+    pub error: String,
+    /// What retrying cannot fix (budget, key, model, configuration): ends the search.
+    pub fatal: bool,
+    /// The endpoint failed (HTTP 5xx or 429, timeout, connection) after the client's retries:
+    /// a sign that it is down, unlike a refused request or an odd answer.
+    pub endpoint: bool,
+}
+
 impl Done {
-    /// For an LLM call: `Ok` when it answered, `Err` with the error when it failed in a way
-    /// a later call may not (the endpoint, after its retries); `None` for anything else,
-    /// fatal failures included (they end the search where they are).
+    /// For an LLM call: `Ok` when it answered, `Err` with the error when the endpoint failed
+    /// after its retries; `None` for anything else (no LLM call, a fatal failure, a refused
+    /// request or an odd answer, which say nothing about whether the endpoint is up).
     pub(crate) fn llm_outcome(&self) -> Option<Result<(), String>> {
         match self {
             Done::Llm { answer: Ok(_), .. } => Some(Ok(())),
-            Done::Llm {
-                answer: Err((error, false)),
-                ..
-            } => Some(Err(error.clone())),
+            Done::Llm { answer: Err(f), .. } if f.endpoint && !f.fatal => Some(Err(f.error.clone())),
             _ => None,
         }
     }
@@ -81,7 +89,7 @@ impl Done {
                 match answer {
                     Ok(text) if plan => Event::PlannerAnswered { request_id, text },
                     Ok(text) => Event::CoderAnswered { request_id, text },
-                    Err((error, fatal)) => Event::RequestFailed {
+                    Err(LlmFailure { error, fatal, .. }) => Event::RequestFailed {
                         request_id,
                         error,
                         fatal,
@@ -172,13 +180,13 @@ pub(crate) fn answered_before(store: &RunStore, request_id: &str) -> anyhow::Res
         .map(|r| r.text))
 }
 
-/// One LLM call (on a worker). `Err((message, fatal))` when it failed: fatal for what retrying
+/// One LLM call (on a worker). `Err` when it failed: fatal for what retrying
 /// cannot fix (keys, models, budgets, replay gaps).
 pub(crate) async fn call_llm(
     client: &LlmClient,
     request_id: &str,
     messages: Vec<Message>,
-) -> (ExchangeRow, Result<String, (String, bool)>) {
+) -> (ExchangeRow, Result<String, LlmFailure>) {
     let request = ChatRequest {
         messages,
         ..Default::default()
@@ -223,7 +231,11 @@ pub(crate) async fn call_llm(
                     | LlmError::Config(_)
                     | LlmError::NoRecordedAnswer { .. }
             );
-            Err((e.to_string(), fatal))
+            Err(LlmFailure {
+                error: e.to_string(),
+                fatal,
+                endpoint: e.is_transient(),
+            })
         }
     };
     (row, outcome)
@@ -245,6 +257,21 @@ pub(crate) fn device_option(device: &ksearch_devices::Device, language: &str) ->
     ksearch_eval::backend_for(language, Some(&cuda)).is_ok().then_some(cuda)
 }
 
+/// Where an evaluation on `device` runs, for a solution in `language`: the device to name
+/// (`None`: the backend's default) and the child's extra environment. On a GPU the child sees
+/// that GPU alone (`CUDA_VISIBLE_DEVICES=<uuid>`, whatever the numbering) and names it
+/// `cuda:0`; MLX names no CUDA device (`mlx:gpu` is CUDA device 0 on Linux), so narrowing is
+/// all it needs for the leased GPU to be the one it runs on.
+pub(crate) fn placement(device: &ksearch_devices::Device, language: &str) -> (Option<String>, Vec<(String, String)>) {
+    let env = device.env();
+    match device_option(device, language) {
+        Some(cuda) if env.is_empty() => (Some(cuda), env),
+        Some(_) => (Some("cuda:0".to_string()), env),
+        None if language == "mlx" && device.cuda_device().is_some() => (None, env),
+        None => (None, Vec::new()),
+    }
+}
+
 /// Evaluates a solution on a device of the pool (on a worker): waits for a device (first come,
 /// first served within this process), locks it against other processes (two ksearch processes
 /// timing on one GPU or CPU slot would spoil both; the user is told once whom it waits for),
@@ -261,13 +288,11 @@ pub(crate) fn evaluate_on_device(
         Ok(lease) => lease,
         Err(e) => return (Leased::default(), Err(EvalError::Setup(e.to_string()))),
     };
-    if let Some(cuda) = device_option(lease.device(), &solution.spec.language) {
-        // The evaluation sees its GPU alone, as cuda:0 (a UUID in CUDA_VISIBLE_DEVICES names it
-        // whatever the numbering); the record keeps the leased device's label and UUID.
-        let env = lease.env();
-        opts.device = Some(if env.is_empty() { cuda } else { "cuda:0".to_string() });
-        opts.env = env;
+    let (device, env) = placement(lease.device(), &solution.spec.language);
+    if device.is_some() {
+        opts.device = device;
     }
+    opts.env = env;
     let result = evaluate(task, solution, &opts, &notify);
     let leased = Leased {
         label: lease.label(),
@@ -278,7 +303,7 @@ pub(crate) fn evaluate_on_device(
 
 #[cfg(test)]
 mod tests {
-    use super::device_option;
+    use super::{device_option, placement};
 
     #[test]
     fn an_evaluation_is_told_its_gpu_as_this_process_numbers_it() {
@@ -292,5 +317,18 @@ mod tests {
         // A C kernel keeps its backend's default (the CPU), as does a CPU slot.
         assert_eq!(device_option(&all[1], "c"), None);
         assert_eq!(device_option(&ksearch_devices::cpu_slots(1)[0], "python"), None);
+    }
+
+    #[test]
+    fn an_evaluation_on_a_leased_gpu_sees_that_gpu_alone_mlx_too() {
+        let text = "0, NVIDIA H200, GPU-aaaa, 143771 MiB\n1, NVIDIA H200, GPU-bbbb, 143771 MiB\n";
+        let all = ksearch_devices::parse_nvidia_smi(text).unwrap();
+        let visible = vec![("CUDA_VISIBLE_DEVICES".to_string(), "GPU-bbbb".to_string())];
+        assert_eq!(placement(&all[1], "cuda"), (Some("cuda:0".into()), visible.clone()));
+        // MLX's `mlx:gpu` is CUDA device 0: narrowed to the leased GPU, that is the one it uses.
+        assert_eq!(placement(&all[1], "mlx"), (None, visible));
+        // A C kernel in a GPU task, and anything on a CPU slot, keep the default and environment.
+        assert_eq!(placement(&all[1], "c"), (None, vec![]));
+        assert_eq!(placement(&ksearch_devices::cpu_slots(1)[0], "mlx"), (None, vec![]));
     }
 }
