@@ -14,14 +14,19 @@
 use crate::{Device, DeviceError, DeviceKind};
 use std::fs::{File, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// The environment variable that overrides where the lock files live.
 pub const LOCK_DIR_ENV: &str = "KSEARCH_DEVICE_LOCK_DIR";
 
-/// Where the device locks of this user live, and how to take one.
+/// The machine-wide lock directory. Fixed, not read from the session's environment: two
+/// processes must find the same files whether or not their sessions set `XDG_RUNTIME_DIR` or
+/// `TMPDIR` (ssh, cron, sudo, CI), and whoever's they are (the GPUs are the machine's).
+pub const DEFAULT_LOCK_DIR: &str = "/tmp/ksearch-device-locks";
+
+/// Where the device locks live, and how to take one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceLocks {
     dir: PathBuf,
@@ -48,26 +53,12 @@ impl DeviceLocks {
         }
     }
 
-    /// This user's lock directory: `$XDG_RUNTIME_DIR/ksearch/device-locks` (a per-user,
-    /// per-machine tmpfs), else `$XDG_CACHE_HOME/ksearch/device-locks`, else
-    /// `~/.cache/ksearch/device-locks`, else `<temp dir>/ksearch-device-locks-<uid>`. It does not
-    /// follow `KSEARCH_CACHE_DIR`: two runs with different caches still share the machine's
-    /// GPUs, so they must share the locks. (A home directory shared by several machines is
-    /// harmless: GPU locks are named by UUID and CPU locks by host name.)
+    /// The machine's lock directory, [`DEFAULT_LOCK_DIR`]: one for every user and session, as
+    /// the devices are one. It is created sticky and writable by all (like /tmp itself), the
+    /// files in it readable and writable by all, and a lock file that is a symbolic link is
+    /// refused, so no user can point another's lock at a file of theirs.
     pub fn default_dir() -> PathBuf {
-        let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-        if let Some(runtime) = non_empty("XDG_RUNTIME_DIR") {
-            return runtime.join("ksearch").join("device-locks");
-        }
-        if let Some(cache) = non_empty("XDG_CACHE_HOME") {
-            return cache.join("ksearch").join("device-locks");
-        }
-        if let Some(home) = non_empty("HOME") {
-            return home.join(".cache").join("ksearch").join("device-locks");
-        }
-        // SAFETY: getuid cannot fail.
-        let uid = unsafe { libc::getuid() };
-        std::env::temp_dir().join(format!("ksearch-device-locks-{uid}"))
+        PathBuf::from(DEFAULT_LOCK_DIR)
     }
 
     pub fn dir(&self) -> &Path {
@@ -88,25 +79,39 @@ impl DeviceLocks {
             path: path.display().to_string(),
             reason: format!("{what}: {e} (set {LOCK_DIR_ENV} to a writable local directory)"),
         };
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)
-            .map_err(|e| err("cannot create the lock directory", e))?;
+        if !self.dir.is_dir() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o1777)
+                .create(&self.dir)
+                .map_err(|e| err("cannot create the lock directory", e))?;
+            // The umask took bits away; other users' processes must be able to add their
+            // files (sticky: none can remove another's).
+            let _ = std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o1777));
+        }
         let file = match OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .mode(0o644)
+            .mode(0o666)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
         {
-            Ok(f) => f,
+            Ok(f) => {
+                // Readable and writable by all whoever made it (the umask took bits away), so
+                // another user's process can lock it and record itself. Best effort: only the
+                // file's owner may change it.
+                let _ = f.set_permissions(std::fs::Permissions::from_mode(0o666));
+                f
+            }
             // Another user's lock file in a shared directory: an flock needs no write access,
             // only the holder's record is lost.
-            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                File::open(&path).map_err(|e| err("cannot open the lock file", e))?
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&path)
+                .map_err(|e| err("cannot open the lock file", e))?,
             Err(e) => return Err(err("cannot open the lock file", e)),
         };
         loop {

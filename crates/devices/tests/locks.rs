@@ -329,13 +329,29 @@ fn an_unusable_lock_directory_is_an_error_not_a_hang() {
 }
 
 #[test]
-fn the_lock_directory_is_per_user_and_overridable() {
-    // Only reads the environment; set_var would race with the other tests' threads.
-    let dir = DeviceLocks::default_dir();
-    assert!(dir.ends_with("ksearch/device-locks") || dir.to_string_lossy().contains("ksearch-device-locks-"));
-    if let Ok(runtime) = std::env::var("XDG_RUNTIME_DIR") {
-        if !runtime.is_empty() {
-            assert!(dir.starts_with(runtime));
-        }
-    }
+fn the_lock_directory_is_the_machines_and_shared_safely() {
+    // One place whatever the session's environment says (XDG_RUNTIME_DIR, TMPDIR, HOME).
+    assert_eq!(
+        DeviceLocks::default_dir(),
+        std::path::PathBuf::from("/tmp/ksearch-device-locks")
+    );
+    // A directory the locks create is sticky and writable by all, its files by all.
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let locks = DeviceLocks::new(root.path().join("shared"));
+    let slot = ksearch_devices::cpu_slots(1).remove(0);
+    let lock = locks.try_lock(&slot).unwrap().expect("free");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&root.path().join("shared")), 0o1777);
+    assert_eq!(mode(lock.path()), 0o666);
+    drop(lock);
+    // A lock file that is a symbolic link (another user pointing it at a file of yours) is
+    // refused, and the file it points to is left as it was.
+    let victim = root.path().join("victim");
+    std::fs::write(&victim, "keep me").unwrap();
+    let path = locks.path(&slot);
+    std::fs::remove_file(&path).unwrap();
+    std::os::unix::fs::symlink(&victim, &path).unwrap();
+    assert!(locks.try_lock(&slot).is_err());
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
 }
