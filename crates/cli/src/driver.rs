@@ -11,6 +11,7 @@
 
 mod progress;
 mod work;
+pub(crate) use work::placement;
 
 use crate::brains::Brains;
 use anyhow::Context;

@@ -123,7 +123,7 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
     // (A build times nothing.)
     let _lease = match args.build_only {
         true => None,
-        false => lock_device(&solution.spec.language, opts.device.as_deref(), &notify)?,
+        false => lock_device(&solution.spec.language, &mut opts, &notify)?,
     };
     let evaluation = match evaluate(&task, &solution, &opts, &notify) {
         Ok(e) => e,
@@ -308,15 +308,18 @@ fn tail_lines(text: &str, n: usize) -> Vec<&str> {
 }
 
 /// The device this evaluation times on, locked against other ksearch processes as the run
-/// driver locks its devices (docs/engine.md): the GPU named by `--device` (`cuda`, `cuda:N`;
-/// the default for the GPU languages and for MLX off its CPU device), else the CPU (slot 0).
-/// A GPU that `nvidia-smi` does not list is not locked (the evaluation itself says whether the
-/// device exists; an Apple GPU has no nvidia-smi).
+/// driver locks its devices (docs/engine.md), and the evaluation pointed at it as the driver
+/// does (a GPU seen alone, as `cuda:0`): the GPU named by `--device` (`cuda`, `cuda:N`; the
+/// default for the GPU languages and for MLX off its CPU device), else the CPU (slot 0). Where
+/// `nvidia-smi` lists no such GPU (an Apple GPU, no driver tools), CPU slot 0 is locked, as a
+/// run falls back to it.
 fn lock_device(
     language: &str,
-    device: Option<&str>,
+    opts: &mut EvalOptions,
     notify: &dyn Fn(&str),
 ) -> anyhow::Result<Option<ksearch_devices::Lease>> {
+    let device = opts.device.clone();
+    let device = device.as_deref();
     let gpu = match (language, device) {
         (_, Some(d)) if d.starts_with("cuda") => Some(d),
         ("cuda" | "triton" | "python", None) => Some("cuda:0"),
@@ -328,15 +331,19 @@ fn lock_device(
             let index: usize = name.strip_prefix("cuda:").and_then(|i| i.parse().ok()).unwrap_or(0);
             match ksearch_devices::discover_gpus() {
                 Ok(gpus) if index < gpus.len() => gpus[index].clone(),
-                _ => return Ok(None),
+                _ => ksearch_devices::cpu_slots(1)[0].clone(),
             }
         }
         None => ksearch_devices::cpu_slots(1)[0].clone(),
     };
     let pool = ksearch_devices::DevicePool::new(vec![chosen])?;
-    Ok(Some(
-        pool.lease_locked(&ksearch_devices::DeviceLocks::from_env(), notify)?,
-    ))
+    let lease = pool.lease_locked(&ksearch_devices::DeviceLocks::from_env(), notify)?;
+    let (placed, env) = crate::driver::placement(lease.device(), language);
+    if placed.is_some() {
+        opts.device = placed;
+    }
+    opts.env = env;
+    Ok(Some(lease))
 }
 
 #[cfg(test)]
