@@ -26,35 +26,12 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/# gp
 python3 -c 'import torch, triton, sys; print(f"# python {sys.version.split()[0]}, torch {torch.__version__} (CUDA {torch.version.cuda}), triton {triton.__version__}")'
 
 python3 - "$BIN" "$WORK" <<'PY'
-import json, os, re, shutil, subprocess, sys, time
+import json, os, shutil, subprocess, sys, time
 
 binary, work = os.path.abspath(sys.argv[1]), sys.argv[2]
-task = os.path.join(work, "softmax_gpu")
-shutil.rmtree(task, ignore_errors=True)
-shutil.copytree("tasks/softmax", task)
-with open(os.path.join(task, "definition.json")) as f:
-    definition = json.load(f)
-definition["name"] = "softmax_gpu"
-definition["tags"] = ["gpu"]
-definition["reference"] = ("import torch\n\n\ndef run(x):\n"
-                           "    return torch.softmax(x.double(), dim=1).float()\n")
-with open(os.path.join(task, "definition.json"), "w") as f:
-    json.dump(definition, f, indent=2)
-with open("tasks/softmax/workloads.jsonl") as f:
-    rows = [json.loads(line) for line in f if line.strip()]
-keep = {"softmax-64x1024", "softmax-256x4096", "softmax-16x32000"}
-with open(os.path.join(task, "workloads.jsonl"), "w") as f:
-    for row in rows:
-        if row["uuid"] in keep:
-            f.write(json.dumps(row) + "\n")
-toml = open(os.path.join(task, "task.toml")).read()
-toml = toml.replace('targets = ["cpu"]', 'targets = ["h200"]')
-toml = re.sub(r"\[kernel\].*", '[kernel]\nlanguage = "cuda"\nentry = "softmax"\n', toml, flags=re.S)
-toml = toml.replace("[evaluation]\n", "[evaluation]\nmax_timing_s = 0.5\n", 1)
-os.remove(os.path.join(task, "seed.c"))
-shutil.rmtree(os.path.join(task, "template"), ignore_errors=True)
-with open(os.path.join(task, "task.toml"), "w") as f:
-    f.write(toml)
+sys.path.insert(0, "bench")
+from softmax_gpu_task import make  # noqa: E402
+task = make(work)
 
 # (file, expected status, expected flag, reason fragment, import check); the files say why.
 # The import check (harness/ksearch_harness/backends/imports.py) refuses the hacks that call
