@@ -27,7 +27,7 @@ python3 -c 'import torch, triton, numpy, sys; print(f"# python {sys.version.spli
 (nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version) | grep release | sed 's/^/# nvcc: /'
 
 python3 - "$BIN" "$WORK" <<'PY'
-import json, os, shutil, subprocess, sys, time
+import json, os, subprocess, sys, time
 
 binary, work = os.path.abspath(sys.argv[1]), sys.argv[2]
 sys.path.insert(0, "bench")

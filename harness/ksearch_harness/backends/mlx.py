@@ -345,12 +345,7 @@ class _LauncherRun:
 
     def results(self, raw, outputs, shapes):
         mx, spec = self.mx, self._definition
-        values = list(raw) if isinstance(raw, (tuple, list)) else [raw]
-        names = [t.name for t in spec.outputs]
-        if len(values) != len(names):
-            raise CandidateError("incorrect_shape", (
-                f"the launcher returned {len(values)} value(s) for {len(names)} output(s) "
-                f"({', '.join(names)}); return them in definition order"))
+        values = pyloader.returned_values(raw, spec.outputs, "the launcher")
         for value, t, shape in zip(values, spec.outputs, shapes):
             if not isinstance(value, mx.array):
                 raise CandidateError("incorrect_dtype", f"output '{t.name}' is a "

@@ -54,3 +54,15 @@ def describe(error, folder):
     frame = (own or frames or [None])[-1]
     at = f" (at {os.path.basename(frame.filename)}:{frame.lineno})" if frame else ""
     return f"{type(error).__name__}: {text}{at}"
+
+
+def returned_values(raw, outputs, who):
+    """What an entry returned, as one value per output in definition order (a tuple or list,
+    or a single value for one output); `who` names it in the error ("the candidate")."""
+    values = list(raw) if isinstance(raw, (tuple, list)) else [raw]
+    names = [t.name for t in outputs]
+    if len(values) != len(names):
+        raise CandidateError("incorrect_shape", (
+            f"{who} returned {len(values)} value(s) for {len(names)} output(s) "
+            f"({', '.join(names)}); return them in definition order"))
+    return values

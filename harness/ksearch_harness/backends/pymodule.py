@@ -155,12 +155,7 @@ class _Kernel:
         if self._calling == "dps":
             return outputs
         torch, spec = self._torch, self._spec
-        values = list(raw) if isinstance(raw, (tuple, list)) else [raw]
-        names = [t.name for t in spec.outputs]
-        if len(values) != len(names):
-            raise CandidateError("incorrect_shape", (
-                f"the candidate returned {len(values)} value(s) for {len(names)} output(s) "
-                f"({', '.join(names)}); return them in definition order"))
+        values = pyloader.returned_values(raw, spec.outputs, "the candidate")
         for value, t, shape in zip(values, spec.outputs, shapes):
             if not isinstance(value, torch.Tensor):
                 raise CandidateError("incorrect_dtype", f"output '{t.name}' is a "
