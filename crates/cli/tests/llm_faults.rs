@@ -224,31 +224,34 @@ impl Setup {
         self.work.path().join("run")
     }
 
-    /// `ksearch run` of the refine strategy (one coder call and one evaluation per round),
-    /// started in the background.
+    /// The arguments of `ksearch run` of the refine strategy (one coder call and one evaluation
+    /// per round) through the flaky endpoint.
+    fn run_args(&self, rounds: u32) -> Vec<String> {
+        let mut args: Vec<String> = ["run", self.task.path().to_str().unwrap(), "--strategy", "refine"]
+            .map(String::from)
+            .to_vec();
+        args.extend(["--rounds".into(), rounds.to_string()]);
+        args.extend(["--llm", "flaky", "--seed", "5", "--json", "--out"].map(String::from));
+        args.push(self.run_dir().to_str().unwrap().to_string());
+        args
+    }
+
+    /// That run, started in the background.
     fn spawn_run(&self, rounds: u32) -> std::process::Child {
         std::process::Command::new(env!("CARGO_BIN_EXE_ksearch"))
-            .args([
-                "run",
-                self.task.path().to_str().unwrap(),
-                "--strategy",
-                "refine",
-                "--rounds",
-                &rounds.to_string(),
-                "--llm",
-                "flaky",
-                "--seed",
-                "5",
-                "--json",
-                "--out",
-                self.run_dir().to_str().unwrap(),
-            ])
+            .args(self.run_args(rounds))
             .current_dir(self.work.path())
             .env("XDG_CONFIG_HOME", self.work.path())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap()
+    }
+
+    /// That run, to its end.
+    fn run(&self, rounds: u32) -> Run {
+        let args = self.run_args(rounds);
+        self.ksearch(&args.iter().map(String::as_str).collect::<Vec<_>>())
     }
 
     fn ksearch(&self, args: &[&str]) -> Run {
@@ -596,21 +599,7 @@ fn a_run_stopped_while_the_endpoint_keeps_failing_continues_with_resume() {
 fn an_endpoint_that_keeps_failing_stops_the_run_and_resume_continues_it() {
     let (server, _hanging) = Server::start(vec![], Reply::ServerError(503));
     let setup = Setup::new(&server);
-    let r = setup.ksearch(&[
-        "run",
-        setup.task.path().to_str().unwrap(),
-        "--rounds",
-        "5",
-        "--strategy",
-        "refine",
-        "--llm",
-        "flaky",
-        "--seed",
-        "5",
-        "--json",
-        "--out",
-        setup.run_dir().to_str().unwrap(),
-    ]);
+    let r = setup.run(5);
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     let j = r.json();
     assert_eq!(j["status"], "llm_unavailable", "{j}");
@@ -649,21 +638,7 @@ fn an_endpoint_that_keeps_failing_stops_the_run_and_resume_continues_it() {
 fn refused_requests_do_not_stop_the_run_as_an_outage() {
     let (server, _hanging) = Server::start(vec![], Reply::ServerError(400));
     let setup = Setup::new(&server);
-    let r = setup.ksearch(&[
-        "run",
-        setup.task.path().to_str().unwrap(),
-        "--rounds",
-        "4",
-        "--strategy",
-        "refine",
-        "--llm",
-        "flaky",
-        "--seed",
-        "5",
-        "--json",
-        "--out",
-        setup.run_dir().to_str().unwrap(),
-    ]);
+    let r = setup.run(4);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let j = r.json();
     assert_eq!(
