@@ -41,6 +41,37 @@ fn chart_err<E: std::fmt::Debug>(e: E) -> ReportError {
     ReportError::Chart(format!("{e:?}"))
 }
 
+type SpeedupChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<plotters::coord::types::RangedCoordf64, LogCoord<f64>>>;
+
+/// Rounds across, speedup up (log scale), with the mesh both charts share.
+fn speedup_axes<'a, 'b>(
+    plot: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    last_round: u32,
+    (lo, hi): (f64, f64),
+    y_desc: &str,
+) -> Result<SpeedupChart<'a, 'b>, ReportError> {
+    let mut chart = ChartBuilder::on(plot)
+        .margin(12)
+        .x_label_area_size(34)
+        .y_label_area_size(52)
+        .build_cartesian_2d(-0.5f64..(last_round as f64 + 0.5), (lo..hi).log_scale())
+        .map_err(chart_err)?;
+    chart
+        .configure_mesh()
+        .x_desc("round")
+        .y_desc(y_desc)
+        .x_labels(last_round.min(12) as usize + 1)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&nice_label)
+        .y_labels(14)
+        .bold_line_style(RGBColor(236, 236, 236))
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(chart_err)?;
+    Ok(chart)
+}
+
 /// The best speedup so far after each round: `(round, best)` steps, from the passing attempts.
 pub fn best_so_far(attempts: &[Attempt]) -> Vec<(u32, f64)> {
     let mut passed: Vec<(u32, f64)> = attempts
@@ -113,24 +144,7 @@ pub fn progress_chart(run: &RunReport, size: (u32, u32)) -> Result<String, Repor
         root.fill(&WHITE).map_err(chart_err)?;
         let (plot, legend_area) = root.split_horizontally(size.0.saturating_sub(LEGEND_W));
         let mut legend = Vec::new();
-        let mut chart = ChartBuilder::on(&plot)
-            .margin(12)
-            .x_label_area_size(34)
-            .y_label_area_size(52)
-            .build_cartesian_2d(-0.5f64..(last_round as f64 + 0.5), (lo..hi).log_scale())
-            .map_err(chart_err)?;
-        chart
-            .configure_mesh()
-            .x_desc("round")
-            .y_desc("speedup vs reference")
-            .x_labels(last_round.min(12) as usize + 1)
-            .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&nice_label)
-            .y_labels(14)
-            .bold_line_style(RGBColor(236, 236, 236))
-            .light_line_style(WHITE)
-            .draw()
-            .map_err(chart_err)?;
+        let mut chart = speedup_axes(&plot, last_round, (lo, hi), "speedup vs reference")?;
         let axis = RGBColor(150, 150, 150);
         chart
             .draw_series(LineSeries::new(
@@ -230,24 +244,7 @@ pub fn comparison_chart(runs: &[&RunReport], size: (u32, u32)) -> Result<String,
         root.fill(&WHITE).map_err(chart_err)?;
         let (plot, legend_area) = root.split_horizontally(size.0.saturating_sub(LEGEND_W));
         let mut legend = Vec::new();
-        let mut chart = ChartBuilder::on(&plot)
-            .margin(12)
-            .x_label_area_size(34)
-            .y_label_area_size(52)
-            .build_cartesian_2d(-0.5f64..(last_round as f64 + 0.5), (lo..hi).log_scale())
-            .map_err(chart_err)?;
-        chart
-            .configure_mesh()
-            .x_desc("round")
-            .y_desc("best speedup so far")
-            .x_labels(last_round.min(12) as usize + 1)
-            .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&nice_label)
-            .y_labels(14)
-            .bold_line_style(RGBColor(236, 236, 236))
-            .light_line_style(WHITE)
-            .draw()
-            .map_err(chart_err)?;
+        let mut chart = speedup_axes(&plot, last_round, (lo, hi), "best speedup so far")?;
         for (i, (run, best)) in runs.iter().zip(&bests).enumerate() {
             let colour = rgb(run_colour(i));
             let until = run.attempts.iter().map(|a| a.round).max().unwrap_or(0).max(run.round);
