@@ -29,7 +29,10 @@ from . import timing
 from .errors import CandidateError
 from .gpu import first_line
 
-GRAPH_BELOW_NS = 10_000
+# Measured on the H200 (bench/results/graph-replay.md): the deciding (second) replay of a 4x64
+# softmax takes 12-13 us alone and 18.6 us inside the harness, later ones about 9 us, against
+# 20-30 us for a plain Python call; a 4096x4096 softmax replays in 38-41 us and gains little.
+GRAPH_BELOW_NS = 30_000
 # "auto" does not even try a capture when a plain warm-up call took this long: launch overhead
 # is a small share of such a call, and a capture is one more way for an odd candidate to fail.
 GRAPH_TRY_BELOW_NS = 100_000

@@ -81,7 +81,15 @@ class CudaBackend(unittest.TestCase):
         launch = ("if (!side) cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);\n"
                   "softmax_rows<<<(unsigned)M, 256, 0, side>>>(x, y, N);\n"
                   "spin<<<1, 1, 0, side>>>(2000000);")
-        result = gpu_run(g.gpu_request("cuda", g.cuda_softmax(prelude=prelude, launch=launch)))
+        req = g.gpu_request("cuda", g.cuda_softmax(prelude=prelude, launch=launch))
+        # The import check refuses the side stream before anything is linked ...
+        refused = gpu_run(req)
+        self.assertEqual(refused.statuses, [], reasons(refused))
+        (compile_event,) = refused.of("compile")
+        self.assertFalse(compile_event["ok"])
+        self.assertIn("cudaStreamCreateWithFlags", compile_event.get("refused", ""), compile_event)
+        # ... and without it, the runtime cross-check of the two clocks still shows the work.
+        result = run(req, env={"KSEARCH_IMPORT_CHECK": "off"}, timeout=600)
         self.assertEqual(result.statuses, ["passed", "passed"], reasons(result))
         timing = result.workloads[0]["timing"]
         self.assertLess(5 * statistics.median(timing["candidate_ns"]),
@@ -152,13 +160,16 @@ class TorchCandidates(unittest.TestCase):
         self.assertEqual(result.statuses, ["passed", "passed"], reasons(result))
         tiny, large = (w["timing"] for w in result.workloads)
         self.assertTrue(tiny["cuda_graph"], tiny["cuda_graph_note"])
-        # A Python launch costs more than the tiny kernel: the replays are far shorter.
-        self.assertLess(statistics.median(tiny["candidate_ns"]), 10_000)
         self.assertFalse(large["cuda_graph"])
         # Not tried (a plain call over 100 us), or tried and its replay was not short.
         self.assertIn("not used", large["cuda_graph_note"] or "not used")
         req["timing"]["cuda_graph"] = False
-        self.assertFalse(gpu_run(req).workloads[0]["timing"]["cuda_graph"])
+        plain = gpu_run(req).workloads[0]["timing"]
+        self.assertFalse(plain["cuda_graph"])
+        # A Python launch costs more than the tiny kernel: the replays are far shorter than the
+        # plain calls (on the H200, about 9 us against 22 us: bench/results/graph-replay.md).
+        self.assertLess(statistics.median(tiny["candidate_ns"]),
+                        0.8 * statistics.median(plain["candidate_ns"]))
 
     def test_python_returns_and_a_module_class(self):
         source = "import torch\ndef softmax(x):\n    return torch.softmax(x, dim=-1)\n"

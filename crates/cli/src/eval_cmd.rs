@@ -39,7 +39,7 @@ pub(crate) struct EvalArgs {
     /// timed); memory errors it finds fail the workload with its report.
     #[arg(long)]
     sanitize: bool,
-    /// GPU backends: time with CUDA graphs `on`, `off`, or `auto` (for calls under ~10 us).
+    /// GPU backends: time with CUDA graphs `on`, `off`, or `auto` (for calls under ~30 us).
     #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "on", "off"])]
     cuda_graph: String,
     /// The device to run on: `cuda:N` for GPU backends (default cuda:0), `cpu`.

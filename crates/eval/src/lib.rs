@@ -56,7 +56,7 @@ pub enum EvalError {
 /// CUDA-graph timing of GPU kernels (docs/protocol.md, Timing on a GPU).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CudaGraph {
-    /// Graphs for kernels whose warm-up calls took under 10 us, where launch overhead would
+    /// Graphs for kernels whose warm-up replay took under 30 us, where launch overhead would
     /// dominate; plain events otherwise.
     #[default]
     Auto,
