@@ -63,3 +63,71 @@ fn python3_without_numpy_gets_a_virtual_environment() {
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert!(!again.stderr.contains("creating"), "{}", again.stderr);
 }
+
+/// A `python3` as Debian ships it without the python3-venv package: `-m venv` stops for lack of
+/// ensurepip unless asked for an environment without pip; and it has no NumPy.
+fn debian_python3_without_venv(dir: &Path) -> std::path::PathBuf {
+    let bare = venv_without_numpy(&dir.join("bare"));
+    let shim = dir.join("shim");
+    std::fs::create_dir_all(&shim).unwrap();
+    let script = format!(
+        "#!/bin/sh\n\
+         if [ \"$1\" = -m ] && [ \"$2\" = venv ] && [ \"$3\" != --without-pip ]; then\n\
+         echo 'The virtual environment was not created successfully because ensurepip is not' >&2\n\
+         echo 'available.  On Debian/Ubuntu systems, you need to install the python3-venv' >&2\n\
+         echo 'package using the following command.' >&2\n\
+         exit 1\n\
+         fi\n\
+         exec {} \"$@\"\n",
+        bare.join("python").display()
+    );
+    let python3 = shim.join("python3");
+    std::fs::write(&python3, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&python3, std::fs::Permissions::from_mode(0o755)).unwrap();
+    shim
+}
+
+#[test]
+fn python3_without_ensurepip_gets_pip_from_its_wheel() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shim = debian_python3_without_venv(tmp.path());
+    let cache = tmp.path().join("cache");
+    let path = format!("{}:{}", shim.display(), std::env::var("PATH").unwrap_or_default());
+    let r = ksearch_env(
+        &["eval", fixture("tiny_softmax").to_str().unwrap(), "--json"],
+        &[("PATH", path.as_str()), ("KSEARCH_CACHE_DIR", cache.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("could not set up pip"), "{}", r.stderr);
+    assert!(r.stderr.contains("ensurepip is not available"), "{}", r.stderr);
+    assert_eq!(r.json()["status"], "passed");
+    assert!(cache.join("venv/bin/python").is_file());
+    let wheels: Vec<_> = std::fs::read_dir(cache.join("bootstrap")).unwrap().flatten().collect();
+    assert_eq!(wheels.len(), 1, "{wheels:?}");
+    assert!(wheels[0].file_name().to_string_lossy().starts_with("pip-"));
+}
+
+#[test]
+fn an_unreachable_package_index_is_named_with_what_to_install() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shim = debian_python3_without_venv(tmp.path());
+    let cache = tmp.path().join("cache");
+    let path = format!("{}:{}", shim.display(), std::env::var("PATH").unwrap_or_default());
+    // A port nothing listens on: the fetch fails at once.
+    let r = ksearch_env(
+        &["eval", fixture("tiny_softmax").to_str().unwrap()],
+        &[
+            ("PATH", path.as_str()),
+            ("KSEARCH_CACHE_DIR", cache.to_str().unwrap()),
+            ("KSEARCH_PACKAGE_INDEX", "http://127.0.0.1:9"),
+        ],
+    );
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("cannot fetch pip's wheel from http://127.0.0.1:9"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("apt install python3-venv"), "{}", r.stderr);
+}

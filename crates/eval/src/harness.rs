@@ -144,15 +144,44 @@ fn find_python(notify: &dyn Fn(&str)) -> Result<PathBuf, EvalError> {
             Err(EvalError::Setup(format!("{what} failed:\n{tail}")))
         }
     };
-    ran(
+    // Debian and Ubuntu ship `venv` without `ensurepip` unless python3-venv is installed, and a
+    // fresh machine has neither it nor NumPy: the environment is then made without pip, and pip
+    // is run from its wheel, fetched from the package index, just to install NumPy.
+    let full = ran(
         Command::new("python3").arg("-m").arg("venv").arg(&venv),
-        "python3 -m venv (on Debian/Ubuntu, `apt install python3-venv` provides it)",
-    )?;
-    notify("installing NumPy into it with pip");
-    ran(
-        Command::new(&venv_python).args(["-m", "pip", "install", "--quiet", "numpy"]),
-        "pip install numpy",
-    )?;
+        "python3 -m venv",
+    );
+    if let Err(why) = full {
+        let why = why.to_string();
+        let _ = std::fs::remove_dir_all(&venv);
+        notify(&format!(
+            "python3 -m venv could not set up pip ({}); creating the environment without pip and \
+             fetching pip's wheel from {} to install NumPy (installing python3-venv avoids this)",
+            one_line(why.lines().skip(1).collect::<Vec<_>>().join(" ")),
+            package_index()
+        ));
+        ran(
+            Command::new("python3").args(["-m", "venv", "--without-pip"]).arg(&venv),
+            "python3 -m venv --without-pip",
+        )?;
+        let wheel = fetch_pip_wheel(&venv_python)?;
+        notify("installing NumPy into it with pip");
+        ran(
+            Command::new(&venv_python).arg(wheel.join("pip")).args([
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "numpy",
+            ]),
+            "pip (from its wheel) install numpy",
+        )?;
+    } else {
+        notify("installing NumPy into it with pip");
+        ran(
+            Command::new(&venv_python).args(["-m", "pip", "install", "--quiet", "numpy"]),
+            "pip install numpy",
+        )?;
+    }
     if !has_numpy(&venv_python) {
         return Err(EvalError::Setup(format!(
             "{} still cannot import numpy after installing it",
@@ -160,4 +189,72 @@ fn find_python(notify: &dyn Fn(&str)) -> Result<PathBuf, EvalError> {
         )));
     }
     Ok(venv_python)
+}
+
+/// A multi-line message as one line of at most 240 characters.
+fn one_line(text: String) -> String {
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match joined.char_indices().nth(240) {
+        Some((at, _)) => format!("{}...", &joined[..at]),
+        None => joined,
+    }
+}
+
+/// The package index pip's wheel is fetched from: `$KSEARCH_PACKAGE_INDEX` (a mirror speaking
+/// PyPI's JSON API), else PyPI. NumPy itself comes from wherever pip is configured to look.
+fn package_index() -> String {
+    std::env::var("KSEARCH_PACKAGE_INDEX")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "https://pypi.org".into())
+        .trim_end_matches('/')
+        .to_string()
+}
+
+/// Python (standard library only) that downloads the newest pure-Python pip wheel listed by
+/// the index's JSON API into a folder, checks its SHA-256 against the listing, and prints its
+/// path. Run by the new environment's interpreter, so the system's TLS certificates are used.
+const FETCH_PIP: &str = r#"
+import hashlib, json, os, sys, urllib.parse, urllib.request
+index, folder = sys.argv[1], sys.argv[2]
+listed_at = index + "/pypi/pip/json"
+with urllib.request.urlopen(listed_at, timeout=60) as r:
+    listing = json.load(r)
+wheels = [u for u in listing["urls"] if u["filename"].endswith("-py3-none-any.whl")]
+if not wheels:
+    sys.exit("the index lists no py3-none-any wheel for pip's latest release")
+wheel = wheels[0]
+# Mirrors may list the file relative to the listing's address.
+with urllib.request.urlopen(urllib.parse.urljoin(listed_at, wheel["url"]), timeout=120) as r:
+    data = r.read()
+if hashlib.sha256(data).hexdigest() != wheel["digests"]["sha256"]:
+    sys.exit("the pip wheel's SHA-256 does not match the index's listing")
+os.makedirs(folder, exist_ok=True)
+path = os.path.join(folder, wheel["filename"])
+with open(path, "wb") as f:
+    f.write(data)
+print(path)
+"#;
+
+/// Downloads pip's wheel into the cache (see [`FETCH_PIP`]); a wheel is a zip archive that
+/// Python runs as `python WHEEL/pip ...`, so nothing needs installing first.
+fn fetch_pip_wheel(python: &Path) -> Result<PathBuf, EvalError> {
+    let index = package_index();
+    let folder = cache_dir().join("bootstrap");
+    let out = Command::new(python)
+        .args(["-c", FETCH_PIP, &index])
+        .arg(&folder)
+        .output()
+        .map_err(|e| EvalError::Setup(format!("cannot start {}: {e}", python.display())))?;
+    let printed = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || printed.is_empty() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err.lines().last().unwrap_or("no message").trim();
+        return Err(EvalError::Setup(format!(
+            "cannot fetch pip's wheel from {index} ({last}); install python3-venv \
+             (`apt install python3-venv`) or NumPy for python3 (`apt install python3-numpy`), \
+             or set KSEARCH_PACKAGE_INDEX to a reachable mirror"
+        )));
+    }
+    Ok(PathBuf::from(printed))
 }
