@@ -3,7 +3,8 @@
 //! round, and a column per run).
 //!
 //! The page polls `api/state`, a stamp made from the run stores' file sizes and times, and
-//! fetches the re-rendered body when it changes. Reports are read through the run store (SQLite
+//! fetches the re-rendered body when it changes. Runs are addressed by name (`run/NAME`), so a
+//! link keeps its run when another one appears. Reports are read through the run store (SQLite
 //! in WAL mode, so reading never blocks the run that writes) and cached until the files change.
 
 use anyhow::Context;
@@ -134,14 +135,53 @@ async fn with<T: Send + 'static>(d: Shared, f: impl FnOnce(&Dashboard) -> T + Se
         .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response())
 }
 
-fn links(n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("run/{i}")).collect()
+/// What names each run in addresses: its name (the run directory's last component), with `~2`,
+/// `~3` appended to later runs of the same name. Not its position, which changes when a new run
+/// sorts before it: a link or a bookmark must keep pointing at the same run.
+fn keys(runs: &[Arc<RunReport>]) -> Vec<String> {
+    unique_names(runs.iter().map(|r| r.name.as_str()))
+}
+
+fn unique_names<'a>(names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    names
+        .map(|name| {
+            let n = seen.entry(name).or_default();
+            *n += 1;
+            if *n == 1 {
+                name.to_string()
+            } else {
+                format!("{name}~{n}")
+            }
+        })
+        .collect()
+}
+
+/// A path segment with everything but unreserved characters percent-encoded (run names are
+/// folder names: spaces, `#`, `?` and `%` must not change the address).
+fn encode_segment(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn links(runs: &[Arc<RunReport>]) -> Vec<String> {
+    keys(runs)
+        .iter()
+        .map(|k| format!("run/{}", encode_segment(k)))
+        .collect()
 }
 
 fn body(d: &Dashboard, s: &Snapshot) -> Result<String, String> {
     let runs: Vec<&RunReport> = s.runs.iter().map(|r| &**r).collect();
     d.renderer
-        .dashboard_body(&runs, &links(runs.len()), &s.problems)
+        .dashboard_body(&runs, &links(&s.runs), &s.problems)
         .map_err(|e| e.to_string())
 }
 
@@ -188,10 +228,11 @@ async fn state(State(d): State<Shared>) -> Response {
             let runs: Vec<_> = s
                 .runs
                 .iter()
-                .map(|r| {
+                .zip(keys(&s.runs))
+                .map(|(r, key)| {
                     serde_json::json!({
-                        "name": r.name, "run_dir": r.run_dir, "task": r.task, "strategy": r.strategy,
-                        "state": r.state.text, "finished": r.state.finished, "round": r.round,
+                        "name": r.name, "key": key, "run_dir": r.run_dir, "task": r.task, "strategy": r.strategy,
+                        "state": r.state.text, "state_kind": r.state.kind, "finished": r.state.finished, "round": r.round,
                         "rounds": r.rounds, "attempts": r.attempts.len(), "events": r.events,
                         "best_speedup": r.best.as_ref().and_then(|b| b.speedup),
                         "nodes": r.tree.nodes.len(),
@@ -204,29 +245,34 @@ async fn state(State(d): State<Shared>) -> Response {
     }
 }
 
-fn nth_run(d: &Dashboard, i: usize) -> Option<Arc<RunReport>> {
-    d.snapshot().runs.get(i).cloned()
+/// The run whose key (see [`keys`]) is `key`.
+fn run_by_key(d: &Dashboard, key: &str) -> Option<Arc<RunReport>> {
+    let runs = d.snapshot().runs;
+    let i = keys(&runs).iter().position(|k| k == key)?;
+    runs.get(i).cloned()
 }
 
 /// One run as JSON: everything its report shows.
-async fn run_json(State(d): State<Shared>, UrlPath(i): UrlPath<usize>) -> Response {
-    match with(d, move |d| nth_run(d, i)).await {
+async fn run_json(State(d): State<Shared>, UrlPath(key): UrlPath<String>) -> Response {
+    let wanted = key.clone();
+    match with(d, move |d| run_by_key(d, &wanted)).await {
         Ok(Some(r)) => Json(serde_json::to_value(&*r).unwrap_or_default()).into_response(),
-        Ok(None) => (StatusCode::NOT_FOUND, format!("no run {i}")).into_response(),
+        Ok(None) => (StatusCode::NOT_FOUND, format!("no run named {key}")).into_response(),
         Err(r) => r,
     }
 }
 
 /// One run's full report page.
-async fn run_page(State(d): State<Shared>, UrlPath(i): UrlPath<usize>) -> Response {
+async fn run_page(State(d): State<Shared>, UrlPath(key): UrlPath<String>) -> Response {
+    let wanted = key.clone();
     let result = with(d, move |d| {
-        nth_run(d, i).map(|r| d.renderer.report(&r).map_err(|e| e.to_string()))
+        run_by_key(d, &wanted).map(|r| d.renderer.report(&r).map_err(|e| e.to_string()))
     })
     .await;
     match result {
         Ok(Some(Ok(html))) => Html(html).into_response(),
         Ok(Some(Err(e))) => (StatusCode::INTERNAL_SERVER_ERROR, e).into_response(),
-        Ok(None) => (StatusCode::NOT_FOUND, format!("no run {i}")).into_response(),
+        Ok(None) => (StatusCode::NOT_FOUND, format!("no run named {key}")).into_response(),
         Err(r) => r,
     }
 }
@@ -260,8 +306,8 @@ pub(crate) fn run(args: &DashboardArgs) -> anyhow::Result<u8> {
         .route("/", get(page))
         .route("/fragment", get(fragment))
         .route("/api/state", get(state))
-        .route("/api/run/{i}", get(run_json))
-        .route("/run/{i}", get(run_page))
+        .route("/api/run/{name}", get(run_json))
+        .route("/run/{name}", get(run_page))
         // The pages declare an empty icon; this answers browsers that ask anyway, so their
         // consoles stay free of 404s.
         .route("/favicon.ico", get(|| async { axum::http::StatusCode::NO_CONTENT }))
@@ -288,4 +334,21 @@ pub(crate) fn run(args: &DashboardArgs) -> anyhow::Result<u8> {
             .context("the dashboard server failed")
     })?;
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_are_percent_encoded() {
+        assert_eq!(encode_segment("softmax-20250601-1200"), "softmax-20250601-1200");
+        assert_eq!(encode_segment("a b#c?d%/é"), "a%20b%23c%3Fd%25%2F%C3%A9");
+    }
+
+    #[test]
+    fn runs_of_the_same_name_get_distinct_keys() {
+        let names = ["run", "other", "run", "run"];
+        assert_eq!(unique_names(names.into_iter()), ["run", "other", "run~2", "run~3"]);
+    }
 }

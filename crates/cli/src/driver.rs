@@ -106,6 +106,48 @@ pub(crate) enum Stopped {
     },
 }
 
+impl Stopped {
+    /// Why, as the run's `stopped` record says it, and what goes with it. `fatal` is the LLM
+    /// failure that ended the search, if one did (`budget` when it was the budget).
+    fn record(&self, fatal: Option<&(bool, String)>) -> (&'static str, String) {
+        match self {
+            Stopped::Finished { reason, .. } => match fatal {
+                Some((true, error)) => ("budget", error.clone()),
+                Some((false, error)) => ("fatal", error.clone()),
+                None => ("finished", reason.clone()),
+            },
+            Stopped::Interrupted => ("interrupted", "stopped by Ctrl-C; `ksearch resume` continues it".into()),
+            Stopped::LlmUnavailable { failures, error } => (
+                "llm_unavailable",
+                format!("{failures} requests failed in a row, each after its retries; the last: {error}"),
+            ),
+            Stopped::AwaitingAgent { .. } => ("awaiting_agent", String::new()),
+        }
+    }
+}
+
+/// Records why driving the run stopped, in its metadata (`stopped`: reason, time, detail), so
+/// that a report or the dashboard can tell a stopped run from a live one (docs/report.md).
+/// Best effort: when the store cannot take it, the caller has a bigger error to report.
+pub(crate) fn record_stop(store: &RunStore, reason: &str, detail: &str) {
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let _ = store.set_meta(
+        "stopped",
+        &serde_json::json!({"reason": reason, "at": at, "detail": detail}),
+    );
+}
+
+/// `result`, after recording an error as the reason the run stopped (for failures before the
+/// loop runs: a missing API key, no device).
+pub(crate) fn stop_on_error<T>(store: &RunStore, result: anyhow::Result<T>) -> anyhow::Result<T> {
+    if let Err(e) = &result {
+        record_stop(store, "error", &format!("{e:#}"));
+    }
+    result
+}
+
 /// How the loop serves one request.
 enum Dispatch<'e> {
     /// Its answer is known at once.
@@ -155,6 +197,15 @@ impl Driver<'_> {
             pool: &self.pool,
         };
         let mut progress = Progress::new(self.quiet);
+        // A finished run stays as it ended (a resume of it serves nothing); any other is live
+        // from here until the loop records why it stopped.
+        let was_finished = matches!(self.engine.pending(), Some(Request::Finished { .. }));
+        if !was_finished {
+            self.store.set_meta("stopped", &serde_json::Value::Null)?;
+        }
+        // The LLM failure that ended the search (fatal: a key, a model, the budget), if any, and
+        // whether it was the budget.
+        let mut fatal: Option<(bool, String)> = None;
         let engine = &mut self.engine;
         let stop = &self.stop;
         let max_in_flight = &mut self.max_in_flight;
@@ -190,6 +241,9 @@ impl Driver<'_> {
                             }
                         }
                         None => {}
+                    }
+                    if let Some(f) = done.fatal_llm_failure() {
+                        fatal.get_or_insert((f.budget, f.error.clone()));
                     }
                     cx.record(engine, done, &progress)?;
                     continue;
@@ -295,6 +349,15 @@ impl Driver<'_> {
             }
         });
         progress.clear();
+        if !was_finished {
+            match &stopped {
+                Ok(s) => {
+                    let (reason, detail) = s.record(fatal.as_ref());
+                    record_stop(self.store, reason, &detail);
+                }
+                Err(e) => record_stop(self.store, "error", &format!("{e:#}")),
+            }
+        }
         stopped
     }
 }
@@ -590,5 +653,34 @@ fn plan_label(plan: &PlanKind) -> String {
         PlanKind::Propose => "propose actions".into(),
         PlanKind::Refine { node_id } => format!("refine after {node_id}"),
         PlanKind::TooHard { node_id } => format!("{node_id} was too hard"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stop_record_names_what_ended_the_drive() {
+        let finished = Stopped::Finished {
+            best: None,
+            reason: "the round budget (4) is spent".into(),
+        };
+        assert_eq!(
+            finished.record(None),
+            ("finished", "the round budget (4) is spent".to_string())
+        );
+        let budget = (true, "budget exhausted: dollars".to_string());
+        assert_eq!(finished.record(Some(&budget)).0, "budget");
+        let key = (false, "openai: the server refused the API key".to_string());
+        assert_eq!(finished.record(Some(&key)), ("fatal", key.1.clone()));
+        let down = Stopped::LlmUnavailable {
+            failures: 3,
+            error: "HTTP 503".into(),
+        };
+        let (reason, detail) = down.record(None);
+        assert_eq!(reason, "llm_unavailable");
+        assert!(detail.starts_with("3 requests failed in a row") && detail.ends_with("HTTP 503"));
+        assert_eq!(Stopped::Interrupted.record(None).0, "interrupted");
     }
 }

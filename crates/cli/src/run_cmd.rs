@@ -309,7 +309,8 @@ pub(crate) fn drive_quietly(
 ) -> anyhow::Result<Outcome> {
     let events = load_events(&store)?;
     let engine = Engine::replay(&events).context("the run's event log does not replay")?;
-    let brains = brain.build(llm_config, &store, task)?;
+    // Failures before the loop runs are recorded as the run's stop too (the loop records its own).
+    let brains = crate::driver::stop_on_error(&store, brain.build(llm_config, &store, task))?;
     let run_seed: u64 = serde_json::from_value(store.meta("run_seed")?.unwrap_or(json!(0)))?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -338,7 +339,7 @@ pub(crate) fn drive_quietly(
         Some(v) => Some(serde_json::from_value(v).context("the run's recorded devices are unreadable")?),
         None => None,
     };
-    let pool = device_pool(task, devices.as_deref(), quiet)?;
+    let pool = crate::driver::stop_on_error(&store, device_pool(task, devices.as_deref(), quiet))?;
     let mut driver = Driver {
         store: &store,
         engine,

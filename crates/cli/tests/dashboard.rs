@@ -100,8 +100,10 @@ fn the_dashboard_shows_runs_side_by_side_and_follows_a_run_as_it_advances() {
     assert_eq!(state["runs"][0]["nodes"], 4, "{state}");
     assert_eq!(state["runs"][1]["name"], "tuner-run", "{state}");
     assert_eq!(state["runs"][1]["finished"], true, "{state}");
-    let run0 = get_json(&server, "/api/run/0");
+    // Runs are addressed by name, not by position.
+    let run0 = get_json(&server, "/api/run/scripted-agent");
     assert_eq!(run0["tree"]["nodes"].as_array().unwrap().len(), 4);
+    assert_eq!(state["runs"][1]["key"], "tuner-run", "{state}");
 
     let Some(mut b) =
         browser::browser_or_skip("the_dashboard_shows_runs_side_by_side_and_follows_a_run_as_it_advances")
@@ -113,7 +115,19 @@ fn the_dashboard_shows_runs_side_by_side_and_follows_a_run_as_it_advances() {
     };
     b.goto(&server.url);
     assert_eq!(b.count("section.run"), 2, "a column per run");
-    assert_eq!(b.count("#comparison-chart svg"), 1, "the comparison chart");
+    assert_eq!(b.count("#comparison-chart > svg"), 1, "the comparison chart");
+    // A marker at each step of each run's best so far: the agent run has only its seed, and
+    // still shows.
+    assert!(b.count("#comparison-chart g.best-point") >= 2);
+    // Side by side, the trees are drawn to fit their columns.
+    let too_wide = b.eval(
+        "Array.from(document.querySelectorAll('.columns .tree svg')).filter(s => s.getBoundingClientRect().width > s.parentElement.clientWidth).length",
+    );
+    assert_eq!(too_wide, 0, "a tree wider than its column");
+    assert_eq!(
+        b.eval("document.querySelector('#run-1 h2 a').getAttribute('href')"),
+        "run/tuner-run"
+    );
     let points = "#run-0 .progress-chart circle";
     assert_eq!(b.count(points), 1, "the seed's evaluation");
     assert_eq!(b.count("#run-0-wm-tree g.wm-node"), 4);
@@ -122,9 +136,20 @@ fn the_dashboard_shows_runs_side_by_side_and_follows_a_run_as_it_advances() {
     // Anything set now disappears if the page is reloaded.
     b.eval("window.__still_here = 42");
 
+    // A box scrolled by the reader stays where it was when the page updates (a style the
+    // test adds to the page's head, which updates do not replace, makes the tree scroll).
+    b.eval("document.head.insertAdjacentHTML('beforeend', '<style>#run-0-wm-tree { max-height: 80px; }</style>')");
+    b.eval("document.getElementById('run-0-wm-tree').scrollTop = 40");
+    assert_eq!(b.eval("document.getElementById('run-0-wm-tree').scrollTop"), 40);
+
     // The coder's first answer for node a has no code: an attempt without a candidate.
     assert!(agent.step());
     eventually("the page shows the second attempt", || b.count(points) == 2);
+    assert_eq!(
+        b.eval("document.getElementById('run-0-wm-tree').scrollTop"),
+        40,
+        "the update reset a scroll position"
+    );
     // The next one does not compile: a third attempt.
     assert!(agent.step());
     eventually("the page shows the third attempt", || b.count(points) == 3);
@@ -150,13 +175,35 @@ fn the_dashboard_shows_runs_side_by_side_and_follows_a_run_as_it_advances() {
     assert_eq!(b.errors(), Vec::<String>::new(), "console errors");
 
     // A run's full report from the dashboard.
-    b.goto(&format!("{}run/0", server.url));
+    b.goto(&format!("{}run/scripted-agent", server.url));
     assert_eq!(b.count("#wm-tree g.wm-node") as usize, nodes);
     assert_eq!(b.errors(), Vec::<String>::new(), "console errors");
     if let Some(path) = browser::screenshot_path("dashboard-screenshot.png") {
         b.goto(&server.url);
         b.screenshot(&path, 1400, 1000);
     }
+
+    // A run that sorts before the tuner run appears: the tuner run's link still leads to it.
+    b.goto(&server.url);
+    let r = agent.ksearch(&[
+        "run",
+        fixture("tiny_softmax_tunable").to_str().unwrap(),
+        "--rounds",
+        "1",
+        "--seed",
+        "4",
+        "--json",
+        "--out",
+        agent.work.path().join("a-later-run").to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    eventually("the page shows the third run", || b.count("section.run") == 3);
+    assert_eq!(b.eval("document.querySelector('#run-2 h2 a').textContent"), "tuner-run");
+    assert_eq!(
+        b.eval("document.querySelector('#run-2 h2 a').getAttribute('href')"),
+        "run/tuner-run"
+    );
+    assert_eq!(get_json(&server, "/api/run/tuner-run")["name"], "tuner-run");
 }
 
 #[test]

@@ -53,8 +53,18 @@ fn the_report_draws_every_node_and_attempt_and_keeps_markup_inert() {
     let Some(mut b) = browser::browser_or_skip("the_report_draws_every_node_and_attempt_and_keeps_markup_inert") else {
         return;
     };
-    b.goto(&format!("file://{}", out.display()));
+    let mark = b.events_seen();
+    let url = format!("file://{}", out.display());
+    b.goto(&url);
     assert_eq!(b.errors(), Vec::<String>::new(), "console errors");
+    // Self-contained, as the browser sees it: the page itself is the only request, and it
+    // loaded no resource (no font, picture, style sheet or script).
+    assert_eq!(
+        b.requests_since(mark),
+        vec![url.clone()],
+        "requests made by opening the report"
+    );
+    assert_eq!(b.eval("performance.getEntriesByType('resource').length"), 0);
     assert_eq!(b.eval("typeof window.__xss"), "undefined", "markup from the run ran");
     assert_eq!(b.count("script"), 0);
     assert_eq!(
@@ -69,6 +79,31 @@ fn the_report_draws_every_node_and_attempt_and_keeps_markup_inert() {
         attempts,
         "one point per attempt"
     );
+    // Each point says which attempt it is (shown on hover).
+    let titles =
+        b.eval("Array.from(document.querySelectorAll('#progress-chart g.attempt title')).map(t => t.textContent)");
+    let titles: Vec<&str> = titles.as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    assert_eq!(titles.len(), attempts);
+    assert!(
+        titles[0].starts_with("candidate 1 (seed), node root, round 0\npassed, "),
+        "{titles:?}"
+    );
+    assert_eq!(
+        titles
+            .iter()
+            .filter(|t| t.starts_with("coder answer without a candidate"))
+            .count(),
+        run.format_errors as usize
+    );
+    // The final re-measurements are drawn apart (not circles), the best one's in gold.
+    let finals = b.count("#progress-chart g.final");
+    assert!(finals >= 1, "the finished run re-measured its best");
+    assert_eq!(b.count("#progress-chart g.final path[stroke='#d4a000']"), 1);
+    // An agent answered: no LLM card of $0 and "every call priced".
+    let llm = b.eval("document.getElementById('no-llm').textContent");
+    assert!(llm.as_str().unwrap().contains("an external agent answered"), "{llm}");
+    let state = b.eval("document.querySelector('header .badge').textContent");
+    assert!(state.as_str().unwrap().starts_with("finished: "), "{state}");
     // The untrusted texts are there, as text.
     let source = b.eval("document.querySelector('#best pre.code').textContent");
     assert!(source.as_str().unwrap().contains(XSS_KERNEL), "{source}");
@@ -84,8 +119,50 @@ fn the_report_draws_every_node_and_attempt_and_keeps_markup_inert() {
     let row = b.eval("document.getElementById('node-a').textContent");
     assert!(row.as_str().unwrap().contains(XSS_NODE), "{row}");
     if let Some(path) = browser::screenshot_path("report-screenshot.png") {
-        b.screenshot(&path, 1100, 1400);
+        // The whole page: the diff, the workloads and the provenance too.
+        b.screenshot_full_page(&path, 1100, 9000);
     }
+}
+
+#[test]
+fn a_run_that_could_not_start_says_why_instead_of_looking_live() {
+    // An LLM run whose API key is not set: the run directory is made, then the run stops before
+    // its first request. Its report must say so, not "in progress, waiting on the evaluator".
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(
+        work.path().join("ksearch.toml"),
+        "[providers.nokey]\nkind = \"openai-chat\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n\
+         api_key_env = \"KSEARCH_TEST_KEY_THAT_IS_NEVER_SET_4711\"\n",
+    )
+    .unwrap();
+    let run_dir = work.path().join("no-key");
+    let r = ksearch_in(
+        work.path(),
+        &[
+            "run",
+            fixture("tiny_softmax_tunable").to_str().unwrap(),
+            "--llm",
+            "nokey",
+            "--rounds",
+            "2",
+            "--out",
+            run_dir.to_str().unwrap(),
+        ],
+        &[("XDG_CONFIG_HOME", work.path().to_str().unwrap())],
+    );
+    assert_ne!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(run_dir.join("run.sqlite").is_file(), "{}", r.stderr);
+    let out = work.path().join("no-key.html");
+    let r = ksearch(&["report", run_dir.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(html.contains("class=\"badge state-stopped\""), "{html}");
+    assert!(html.contains(">stopped: ksearch failed at 20"), "{html}");
+    assert!(
+        html.contains("KSEARCH_TEST_KEY_THAT_IS_NEVER_SET_4711"),
+        "the reason is shown"
+    );
+    assert!(!html.contains("in progress"), "{html}");
 }
 
 #[test]

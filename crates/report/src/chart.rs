@@ -1,13 +1,23 @@
-//! Charts as SVG, drawn with plotters' SVG backend.
+//! Charts as SVG.
+//!
+//! Axes, grid, lines and legends are drawn with plotters' SVG backend. The points are drawn on
+//! top with the `svg` crate, at the pixel positions plotters maps them to, because each point
+//! carries a `<title>` (what it is, shown on hover) and plotters' backend cannot attach one. The
+//! two are joined in one `<svg>`: plotters' drawing as a nested `<svg>`, the points after it.
 //!
 //! The progress chart draws every attempt as one circle (and nothing else as a circle: legends
-//! use squares), so counting the chart's circles counts the attempts. Attempts that failed have
-//! no speedup; they sit on a band at the bottom of the chart, coloured by status.
+//! use squares and lines, final re-measurements are diamonds), so counting the chart's circles
+//! counts the attempts. Attempts that failed have no speedup; they sit on a band at the bottom of
+//! the chart, coloured by status.
 
 use crate::error::ReportError;
 use crate::model::{Attempt, RunReport};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use svg::node::element::path::Data;
+use svg::node::element::{Circle as SvgCircle, Group, Path as SvgPath, Title};
+use svg::node::Blob;
+use svg::Document;
 
 /// Status colours, shared with the HTML (status badges) so the legend and tables agree.
 pub fn status_colour(status: &str) -> &'static str {
@@ -41,21 +51,28 @@ fn chart_err<E: std::fmt::Debug>(e: E) -> ReportError {
     ReportError::Chart(format!("{e:?}"))
 }
 
-type SpeedupChart<'a, 'b> =
-    ChartContext<'a, SVGBackend<'b>, Cartesian2d<plotters::coord::types::RangedCoordf64, LogCoord<f64>>>;
+type SpeedupChart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::combinators::WithKeyPoints<LogCoord<f64>>>,
+>;
 
-/// Rounds across, speedup up (log scale), with the mesh both charts share.
+/// Rounds across, speedup up (log scale, labelled at `scale.ticks`), with the mesh both charts
+/// share.
 fn speedup_axes<'a, 'b>(
     plot: &'a DrawingArea<SVGBackend<'b>, Shift>,
     last_round: u32,
-    (lo, hi): (f64, f64),
+    scale: &YScale,
     y_desc: &str,
 ) -> Result<SpeedupChart<'a, 'b>, ReportError> {
     let mut chart = ChartBuilder::on(plot)
         .margin(12)
         .x_label_area_size(34)
         .y_label_area_size(52)
-        .build_cartesian_2d(-0.5f64..(last_round as f64 + 0.5), (lo..hi).log_scale())
+        .build_cartesian_2d(
+            -0.5f64..(last_round as f64 + 0.5),
+            (scale.lo..scale.hi).log_scale().with_key_points(scale.ticks.clone()),
+        )
         .map_err(chart_err)?;
     chart
         .configure_mesh()
@@ -63,8 +80,7 @@ fn speedup_axes<'a, 'b>(
         .y_desc(y_desc)
         .x_labels(last_round.min(12) as usize + 1)
         .x_label_formatter(&|x| format!("{x:.0}"))
-        .y_label_formatter(&nice_label)
-        .y_labels(14)
+        .y_label_formatter(&|y| tick_label(*y))
         .bold_line_style(RGBColor(236, 236, 236))
         .light_line_style(WHITE)
         .draw()
@@ -90,28 +106,97 @@ pub fn best_so_far(attempts: &[Attempt]) -> Vec<(u32, f64)> {
     out
 }
 
-/// Labels of the log-scale speedup axis: only 1, 2, 3 and 5 times a power of ten are named,
-/// the other ticks stay unnamed so the labels never crowd.
-fn nice_label(y: &f64) -> String {
-    if !y.is_finite() || *y <= 0.0 {
-        return String::new();
-    }
-    let e = y.log10().floor();
-    let m = y / 10f64.powf(e);
-    let nice = [1.0, 2.0, 3.0, 5.0, 10.0].iter().any(|n| (m - n).abs() < 1e-6 * n);
-    if !nice {
-        return String::new();
-    }
-    let digits = if e < 0.0 { (-e) as usize } else { 0 };
-    format!("{y:.digits$}x")
+/// A log-scale speedup axis: its range, and the speedups named on it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct YScale {
+    pub lo: f64,
+    pub hi: f64,
+    /// Ascending; each one labelled and drawn as a grid line.
+    pub ticks: Vec<f64>,
 }
 
-/// The y range (log scale) holding every speedup and 1x, with some room.
-fn y_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
-    let (lo, hi) = values
+/// Mantissas of the tick ladders, coarsest first: powers of ten, then 1-2-5, then finer ones
+/// for ranges too narrow to name enough values with 1-2-5.
+const LADDERS: [&[f64]; 4] = [
+    &[1.0],
+    &[1.0, 2.0, 5.0],
+    &[1.0, 1.5, 2.0, 3.0, 5.0, 7.0],
+    &[1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0],
+];
+
+/// Ticks wanted at least (so that a dot is never far from a named value) and at most (so that
+/// labels never crowd the 300 pixels of a dashboard chart).
+const MIN_TICKS: usize = 4;
+const MAX_TICKS: usize = 12;
+
+/// The values `m * 10^e` of a ladder between `lo` and `hi`, ascending.
+fn ladder(mantissas: &[f64], lo: f64, hi: f64) -> Vec<f64> {
+    let mut out = Vec::new();
+    let (e0, e1) = (lo.log10().floor() as i32 - 1, hi.log10().ceil() as i32 + 1);
+    for e in e0..=e1 {
+        for m in mantissas {
+            // Through decimal text, so that 3 * 0.1 is 0.3 and not 0.30000000000000004.
+            let v = m * 10f64.powi(e);
+            let v = format!("{v:.9e}").parse::<f64>().unwrap_or(v);
+            if v >= lo * (1.0 - 1e-9) && v <= hi * (1.0 + 1e-9) {
+                out.push(v);
+            }
+        }
+    }
+    out
+}
+
+/// The y axis for these speedups (and 1x, always shown): a padded range whose ticks are chosen
+/// from the coarsest ladder that names at least [`MIN_TICKS`] values, stretched to the ladder's
+/// values just below and above the data, so every point lies between two labels.
+pub(crate) fn y_scale(values: impl Iterator<Item = f64>) -> YScale {
+    let (dlo, dhi) = values
         .filter(|v| v.is_finite() && *v > 0.0)
         .fold((1.0f64, 1.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    (lo / 1.6, hi * 1.3)
+    let (lo, hi) = (dlo / 1.6, dhi * 1.3);
+    let mantissas = if ladder(LADDERS[1], lo, hi).len() > MAX_TICKS {
+        LADDERS[0]
+    } else {
+        LADDERS[1..]
+            .iter()
+            .copied()
+            .find(|m| ladder(m, lo, hi).len() >= MIN_TICKS)
+            .unwrap_or(LADDERS[3])
+    };
+    let below = ladder(mantissas, dlo / 1e3, dlo).last().copied().unwrap_or(lo);
+    let above = ladder(mantissas, dhi, dhi * 1e3).first().copied().unwrap_or(hi);
+    let (lo, hi) = (lo.min(below), hi.max(above));
+    YScale {
+        lo,
+        hi,
+        ticks: ladder(mantissas, lo, hi),
+    }
+}
+
+/// The band of attempts without a speedup: below the lowest named value, so that none can be
+/// read as a very slow kernel. Stretches the axis down to make room when there are `failures`;
+/// returns the band's top and where its points sit.
+fn fail_band(scale: &mut YScale, failures: bool) -> (f64, f64) {
+    let band_top = scale.ticks.first().copied().unwrap_or(scale.lo) / 1.3;
+    if failures {
+        scale.lo = scale.lo.min(band_top / 1.6);
+    }
+    (band_top, (scale.lo * band_top).sqrt())
+}
+
+/// A tick's label: as many decimals as the value needs (`0.05x`, `1.5x`, `20x`).
+fn tick_label(y: f64) -> String {
+    if !y.is_finite() || y <= 0.0 {
+        return String::new();
+    }
+    let digits = (1 - y.log10().floor() as i32).clamp(0, 12) as usize;
+    let text = format!("{y:.digits$}");
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        &text
+    };
+    format!("{text}x")
 }
 
 /// Draws the steps of a best-so-far line up to `last_round`.
@@ -131,20 +216,131 @@ fn steps(best: &[(u32, f64)], last_round: u32) -> Vec<(f64, f64)> {
     pts
 }
 
-/// Every attempt at its round, coloured by status, with the best-so-far line. `size` in pixels.
+/// A point drawn over plotters' drawing: where (pixels), how, and what its tooltip says.
+struct Mark {
+    at: (i32, i32),
+    shape: Shape,
+    colour: &'static str,
+    title: String,
+}
+
+enum Shape {
+    /// An attempt (class `attempt`): a filled circle.
+    Dot,
+    /// A final re-measurement (class `final`): a hollow diamond, gold for the one the headline
+    /// reports.
+    Diamond { headline: bool },
+    /// A point of a run's best-so-far line on the comparison chart (class `best-point`).
+    Step,
+}
+
+/// A diamond's outline around `(x, y)`, `r` pixels from the centre to each corner.
+fn diamond(x: f64, y: f64, r: f64) -> Data {
+    Data::new()
+        .move_to((x, y - r))
+        .line_to((x + r, y))
+        .line_to((x, y + r))
+        .line_to((x - r, y))
+        .close()
+}
+
+impl Mark {
+    fn node(&self) -> Group {
+        let (x, y) = (self.at.0 as f64, self.at.1 as f64);
+        let title = Title::new(self.title.clone());
+        let g = Group::new();
+        match self.shape {
+            Shape::Dot => g.set("class", "attempt").add(
+                SvgCircle::new()
+                    .set("cx", x)
+                    .set("cy", y)
+                    .set("r", 4)
+                    .set("fill", self.colour)
+                    .add(title),
+            ),
+            Shape::Step => g.set("class", "best-point").add(
+                SvgPath::new()
+                    .set("d", diamond(x, y, 4.0))
+                    .set("fill", self.colour)
+                    .add(title),
+            ),
+            Shape::Diamond { headline } => g.set("class", "final").add(
+                SvgPath::new()
+                    .set("d", diamond(x, y, 6.5))
+                    .set("fill", "none")
+                    .set("stroke", if headline { HEADLINE } else { self.colour })
+                    .set("stroke-width", if headline { 2.5 } else { 1.6 })
+                    .add(title),
+            ),
+        }
+    }
+}
+
+/// The gold of the best kernel (the tree outlines its node in the same colour).
+const HEADLINE: &str = "#d4a000";
+const FINAL: &str = "#222222";
+
+/// Plotters' drawing (`plot`, an `<svg>` of `size`) with the marks on top, as one `<svg>`.
+fn with_marks(plot: String, size: (u32, u32), marks: &[Mark]) -> String {
+    let mut points = Group::new().set("class", "points");
+    for m in marks {
+        points = points.add(m.node());
+    }
+    Document::new()
+        .set("width", size.0)
+        .set("height", size.1)
+        .set("viewBox", (0, 0, size.0, size.1))
+        .set("font-family", "sans-serif")
+        // Plotters escapes the text it writes (labels, legend), so its output goes in as is.
+        .add(Blob::new(plot))
+        .add(points)
+        .to_string()
+}
+
+/// One line about an attempt: who, where, and what came of it (a point's tooltip).
+fn attempt_title(a: &Attempt) -> String {
+    let what = match a.candidate {
+        Some(id) => match a.parent {
+            Some(p) => format!("candidate {id} (from {p}, {})", a.origin),
+            None => format!("candidate {id} ({})", a.origin),
+        },
+        None => "coder answer without a candidate".to_string(),
+    };
+    let node = a.node_id.as_deref().map(|n| format!(", node {n}")).unwrap_or_default();
+    let status = a.status.as_deref().unwrap_or("evaluating");
+    let outcome = match a.speedup {
+        Some(s) => format!("{status}, {s:.2}x the reference"),
+        None => match a.reason.as_deref().and_then(|r| r.lines().next()) {
+            Some(r) => format!("{status}: {}", crate::tree::clip(r, 160)),
+            None => status.to_string(),
+        },
+    };
+    let noise = a
+        .relative_noise
+        .map(|n| format!(", noise {:.1}%", n * 100.0))
+        .unwrap_or_default();
+    format!("{what}{node}, round {}\n{outcome}{noise}", a.round)
+}
+
+/// Every attempt at its round, coloured by status, with the best-so-far line, and the final
+/// re-measurements (what the headline's best is chosen on) as hollow diamonds beside their
+/// attempts. `size` in pixels.
 pub fn progress_chart(run: &RunReport, size: (u32, u32)) -> Result<String, ReportError> {
     let done: Vec<&Attempt> = run.attempts.iter().filter(|a| a.is_done()).collect();
     let last_round = done.iter().map(|a| a.round).max().unwrap_or(0).max(run.round).max(1);
-    let (lo, hi) = y_range(done.iter().filter_map(|a| a.speedup));
-    let fail_y = lo * 1.12;
+    let mut scale = y_scale(done.iter().flat_map(|a| [a.speedup, a.final_speedup]).flatten());
+    let failures = done.iter().any(|a| a.speedup.is_none());
+    let (band_top, fail_y) = fail_band(&mut scale, failures);
     let best = best_so_far(&run.attempts);
+    let headline = run.best.as_ref().filter(|b| b.measured == "final").map(|b| b.candidate);
+    let mut marks = Vec::new();
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
         let (plot, legend_area) = root.split_horizontally(size.0.saturating_sub(LEGEND_W));
         let mut legend = Vec::new();
-        let mut chart = speedup_axes(&plot, last_round, (lo, hi), "speedup vs reference")?;
+        let mut chart = speedup_axes(&plot, last_round, &scale, "speedup vs reference")?;
         let axis = RGBColor(150, 150, 150);
         chart
             .draw_series(LineSeries::new(
@@ -153,17 +349,38 @@ pub fn progress_chart(run: &RunReport, size: (u32, u32)) -> Result<String, Repor
             ))
             .map_err(chart_err)?;
         legend.push(("reference (1x)".to_string(), Swatch::Line(axis)));
+        if failures {
+            let x_end = last_round as f64 + 0.5;
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(-0.5, scale.lo), (x_end, band_top)],
+                    RGBColor(244, 244, 246).filled(),
+                )))
+                .map_err(chart_err)?;
+            let font = ("sans-serif", 11).into_font().color(&RGBColor(120, 120, 120));
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    "failed: no speedup",
+                    (x_end, band_top),
+                    font.pos(plotters::style::text_anchor::Pos::new(
+                        plotters::style::text_anchor::HPos::Right,
+                        plotters::style::text_anchor::VPos::Top,
+                    )),
+                )))
+                .map_err(chart_err)?;
+        }
         let line = rgb("#1f77b4");
         chart
             .draw_series(LineSeries::new(steps(&best, last_round), line.stroke_width(2)))
             .map_err(chart_err)?;
-        legend.push(("best so far".to_string(), Swatch::Line(line)));
+        legend.push(("best so far (search)".to_string(), Swatch::Line(line)));
         // Attempts of one round spread a little sideways so that they do not hide each other.
         let mut per_round: std::collections::HashMap<u32, (usize, usize)> = Default::default();
         for a in &done {
             per_round.entry(a.round).or_default().1 += 1;
         }
         let mut statuses: Vec<&str> = Vec::new();
+        let mut finals = 0;
         for a in &done {
             let status = a.status.as_deref().unwrap_or("");
             if !statuses.contains(&status) {
@@ -177,11 +394,35 @@ pub fn progress_chart(run: &RunReport, size: (u32, u32)) -> Result<String, Repor
                 a.round as f64
             };
             slot.0 += 1;
-            let y = a.speedup.unwrap_or(fail_y);
-            let colour = rgb(status_colour(status));
-            chart
-                .draw_series(std::iter::once(Circle::new((x, y), 4, colour.filled())))
-                .map_err(chart_err)?;
+            marks.push(Mark {
+                at: chart.backend_coord(&(x, a.speedup.unwrap_or(fail_y))),
+                shape: Shape::Dot,
+                colour: status_colour(status),
+                title: attempt_title(a),
+            });
+            if let (Some(final_status), Some(id)) = (a.final_status.as_deref(), a.candidate) {
+                finals += 1;
+                let search = a.speedup.map(|s| format!(" (search: {s:.2}x)")).unwrap_or_default();
+                let is_headline = headline == Some(id);
+                let title = match a.final_speedup {
+                    Some(f) => format!("candidate {id}, final re-measurement: {f:.2}x the reference{search}"),
+                    None => format!("candidate {id}, final re-measurement: {final_status}{search}"),
+                };
+                marks.push(Mark {
+                    at: chart.backend_coord(&(x, a.final_speedup.unwrap_or(fail_y))),
+                    shape: Shape::Diamond { headline: is_headline },
+                    colour: if a.final_speedup.is_some() {
+                        FINAL
+                    } else {
+                        status_colour(final_status)
+                    },
+                    title: if is_headline {
+                        format!("{title}\nthe best: the figure the summary reports")
+                    } else {
+                        title
+                    },
+                });
+            }
         }
         for status in statuses {
             let text = if status == "passed" {
@@ -191,16 +432,25 @@ pub fn progress_chart(run: &RunReport, size: (u32, u32)) -> Result<String, Repor
             };
             legend.push((text, Swatch::Square(rgb(status_colour(status)))));
         }
+        if finals > 0 {
+            legend.push(("final re-measurement".to_string(), Swatch::Diamond(rgb(FINAL))));
+            if headline.is_some() {
+                legend.push(("the best (headline figure)".to_string(), Swatch::Diamond(rgb(HEADLINE))));
+            }
+        }
         side_legend(&legend_area, &legend)?;
         root.present().map_err(chart_err)?;
     }
-    Ok(svg)
+    Ok(with_marks(svg, size, &marks))
 }
 
-/// What a legend entry shows: a thin bar for a line, a square for a kind of point.
+/// What a legend entry shows: a thin bar for a line, a square for a kind of point, a diamond
+/// for re-measurements, nothing for a line of text under the entry above.
 enum Swatch {
     Line(RGBColor),
     Square(RGBColor),
+    Diamond(RGBColor),
+    None,
 }
 
 const LEGEND_W: u32 = 210;
@@ -213,6 +463,11 @@ fn side_legend(area: &DrawingArea<SVGBackend, Shift>, entries: &[(String, Swatch
         match swatch {
             Swatch::Line(c) => area.draw(&Rectangle::new([(8, y - 1), (24, y + 2)], c.filled())),
             Swatch::Square(c) => area.draw(&Rectangle::new([(11, y - 5), (21, y + 5)], c.filled())),
+            Swatch::Diamond(c) => area.draw(&PathElement::new(
+                vec![(16, y - 6), (22, y), (16, y + 6), (10, y), (16, y - 6)],
+                c.stroke_width(2),
+            )),
+            Swatch::None => Ok(()),
         }
         .map_err(chart_err)?;
         // Long names are clipped to the legend's width (about 6.5 pixels a character).
@@ -228,7 +483,9 @@ fn side_legend(area: &DrawingArea<SVGBackend, Shift>, entries: &[(String, Swatch
     Ok(())
 }
 
-/// Best speedup so far vs round, one line per run (the dashboard's comparison).
+/// Best speedup so far vs round, one line per run (the dashboard's comparison), with a marker
+/// at each round with a passing attempt, so that a run whose only passing candidate is the seed
+/// still shows.
 pub fn comparison_chart(runs: &[&RunReport], size: (u32, u32)) -> Result<String, ReportError> {
     let last_round = runs
         .iter()
@@ -237,27 +494,48 @@ pub fn comparison_chart(runs: &[&RunReport], size: (u32, u32)) -> Result<String,
         .unwrap_or(0)
         .max(1);
     let bests: Vec<Vec<(u32, f64)>> = runs.iter().map(|r| best_so_far(&r.attempts)).collect();
-    let (lo, hi) = y_range(bests.iter().flatten().map(|b| b.1));
+    let scale = y_scale(bests.iter().flatten().map(|b| b.1));
+    let mut marks = Vec::new();
     let mut svg = String::new();
     {
         let root: DrawingArea<SVGBackend, Shift> = SVGBackend::with_string(&mut svg, size).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
         let (plot, legend_area) = root.split_horizontally(size.0.saturating_sub(LEGEND_W));
         let mut legend = Vec::new();
-        let mut chart = speedup_axes(&plot, last_round, (lo, hi), "best speedup so far")?;
+        let mut chart = speedup_axes(&plot, last_round, &scale, "best speedup so far")?;
         for (i, (run, best)) in runs.iter().zip(&bests).enumerate() {
             let colour = rgb(run_colour(i));
             let until = run.attempts.iter().map(|a| a.round).max().unwrap_or(0).max(run.round);
             chart
                 .draw_series(LineSeries::new(steps(best, until), colour.stroke_width(2)))
                 .map_err(chart_err)?;
+            for &(round, s) in best {
+                marks.push(Mark {
+                    at: chart.backend_coord(&(round as f64, s)),
+                    shape: Shape::Step,
+                    colour: run_colour(i),
+                    title: format!(
+                        "{}. {}: best {s:.2}x the reference after round {round}",
+                        i + 1,
+                        run.name
+                    ),
+                });
+            }
             legend.push((format!("{}. {}", i + 1, run.name), Swatch::Line(colour)));
-            legend.push((format!("    {}, {}", run.strategy, run.brain.kind), Swatch::Line(WHITE)));
+            legend.push((format!("    {}, {}", run.strategy, run.brain.kind), Swatch::None));
+            if best.is_empty() {
+                let why = if run.attempts.iter().any(|a| a.is_done()) {
+                    "    no passing candidate"
+                } else {
+                    "    nothing evaluated yet"
+                };
+                legend.push((why.to_string(), Swatch::None));
+            }
         }
         side_legend(&legend_area, &legend)?;
         root.present().map_err(chart_err)?;
     }
-    Ok(svg)
+    Ok(with_marks(svg, size, &marks))
 }
 
 #[cfg(test)]
@@ -282,16 +560,70 @@ mod tests {
         assert_eq!(best_so_far(&a), vec![(0, 1.0), (1, 1.0), (2, 1.5), (3, 1.5)]);
     }
 
+    fn labels(scale: &YScale) -> Vec<String> {
+        scale.ticks.iter().map(|t| tick_label(*t)).collect()
+    }
+
     #[test]
-    fn only_round_speedups_are_labelled() {
-        let labels: Vec<String> = [0.1, 0.2, 0.25, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 10.0, 20.0]
-            .iter()
-            .map(nice_label)
-            .collect();
+    fn the_axis_names_values_around_every_point_without_repeating_a_label() {
+        for values in [
+            vec![0.38, 0.9, 1.4],
+            vec![],
+            vec![1.0],
+            vec![1.0, 2.2],
+            vec![1.0, 4.0],
+            vec![0.011, 48.0],
+            vec![0.002, 900.0],
+            vec![9.0, 11.0],
+            vec![0.05, 0.06],
+        ] {
+            let scale = y_scale(values.iter().copied());
+            let l = labels(&scale);
+            assert!(scale.ticks.len() >= MIN_TICKS, "{values:?}: {l:?}");
+            assert!(scale.ticks.len() <= MAX_TICKS, "{values:?}: {l:?}");
+            let mut unique = l.clone();
+            unique.dedup();
+            assert_eq!(unique, l, "{values:?}: a label printed twice");
+            assert!(scale.ticks.windows(2).all(|w| w[0] < w[1]), "{l:?}");
+            assert!(scale.ticks.iter().all(|t| *t >= scale.lo && *t <= scale.hi), "{l:?}");
+            // Every point (and 1x) between two named values.
+            for v in values.iter().chain([&1.0]) {
+                assert!(
+                    scale.ticks[0] <= *v && *v <= *scale.ticks.last().unwrap(),
+                    "{v} not within {l:?}"
+                );
+            }
+        }
+        // Points at 0.38x: labels below 1x, not just 1x and 2x.
+        let l = labels(&y_scale([0.38, 1.2].into_iter()));
+        assert_eq!(l, ["0.3x", "0.5x", "0.7x", "1x", "1.5x"]);
+        // An all-fail run still has a labelled axis around 1x.
         assert_eq!(
-            labels,
-            ["0.1x", "0.2x", "", "0.3x", "0.5x", "", "1x", "", "2x", "3x", "10x", "20x"]
+            labels(&y_scale(std::iter::empty())),
+            ["0.7x", "0.8x", "0.9x", "1x", "1.2x"]
         );
+        // Wide ranges: 1-2-5, then powers of ten.
+        assert_eq!(
+            labels(&y_scale([0.5, 40.0].into_iter())),
+            ["0.5x", "1x", "2x", "5x", "10x", "20x", "50x"]
+        );
+        assert_eq!(
+            labels(&y_scale([0.002, 900.0].into_iter())),
+            ["0.001x", "0.01x", "0.1x", "1x", "10x", "100x", "1000x"]
+        );
+    }
+
+    #[test]
+    fn failed_attempts_sit_below_every_named_value() {
+        for values in [vec![0.05, 2.0], vec![], vec![1.0, 1.1]] {
+            let mut scale = y_scale(values.iter().copied());
+            let (top, y) = fail_band(&mut scale, true);
+            assert!(
+                scale.lo < y && y < top && top < scale.ticks[0],
+                "{values:?}: {scale:?} {top} {y}"
+            );
+            assert!(values.iter().all(|v| *v > top));
+        }
     }
 
     #[test]

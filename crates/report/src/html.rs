@@ -6,7 +6,7 @@ use crate::chart::{comparison_chart, progress_chart, run_colour, status_colour};
 use crate::error::ReportError;
 use crate::lineage::{lineage_rows, lineage_svg};
 use crate::model::RunReport;
-use crate::tree::{node_colour, tree_svg};
+use crate::tree::{node_colour, tree_svg, TreeStyle};
 use minijinja::{context, Environment, Value};
 
 const TEMPLATES: &[(&str, &str)] = &[
@@ -79,8 +79,9 @@ impl Renderer {
             context! {
                 run => Value::from_serialize(run),
                 chart => Value::from_safe_string(chart),
-                tree => Value::from_safe_string(tree_svg(&run.tree)),
-                lineage => lineage(run),
+                tree => Value::from_safe_string(tree_svg(&run.tree, TreeStyle::FULL)),
+                lineage => lineage(run, TreeStyle::FULL),
+                noisy_pct => (crate::load::NOISY_ABOVE * 100.0).round() as i64,
                 lineage_count => lineage_rows(&run.attempts).len(),
                 version => env!("CARGO_PKG_VERSION"),
             },
@@ -95,7 +96,12 @@ impl Renderer {
         links: &[String],
         problems: &[String],
     ) -> Result<String, ReportError> {
-        let width = if runs.len() > 1 { 560 } else { 900 };
+        // Side by side, each column is about 560 pixels wide: compact charts and trees.
+        let (width, style) = if runs.len() > 1 {
+            (540, TreeStyle::COMPACT)
+        } else {
+            (900, TreeStyle::FULL)
+        };
         let mut columns = Vec::new();
         for (i, run) in runs.iter().enumerate() {
             columns.push(context! {
@@ -103,8 +109,8 @@ impl Renderer {
                 index => i,
                 link => links.get(i).cloned().unwrap_or_default(),
                 chart => Value::from_safe_string(progress_chart(run, (width, 300))?),
-                tree => Value::from_safe_string(tree_svg(&run.tree)),
-                lineage => lineage(run),
+                tree => Value::from_safe_string(tree_svg(&run.tree, style)),
+                lineage => lineage(run, style),
                 lineage_count => lineage_rows(&run.attempts).len(),
             });
         }
@@ -212,10 +218,10 @@ fn fmt_num(v: Option<f64>, digits: Option<usize>) -> String {
 
 /// The candidates' lineage, for strategies without a planner (their world model is only its
 /// root, so the parent links are what shows how the search went); `None` for world-model runs.
-fn lineage(run: &RunReport) -> Option<Value> {
+fn lineage(run: &RunReport, style: TreeStyle) -> Option<Value> {
     (run.strategy != "world-model").then(|| {
         let best = run.best.as_ref().map(|b| b.candidate);
-        Value::from_safe_string(lineage_svg(&run.attempts, best))
+        Value::from_safe_string(lineage_svg(&run.attempts, best, style))
     })
 }
 

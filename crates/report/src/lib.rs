@@ -22,9 +22,9 @@ pub use chart::{best_so_far, comparison_chart, progress_chart, status_colour};
 pub use error::ReportError;
 pub use html::Renderer;
 pub use lineage::{lineage_rows, lineage_svg, LineageRow};
-pub use load::load;
+pub use load::{load, load_at, noise_flag, NOISY_ABOVE, STALLED_AFTER_S};
 pub use model::*;
-pub use tree::{layout, tree_svg, Layout};
+pub use tree::{layout, tree_svg, Layout, TreeStyle};
 
 use std::path::Path;
 

@@ -9,13 +9,11 @@
 
 use crate::chart::status_colour;
 use crate::model::Attempt;
-use crate::tree::{clip, connectors, indented_rows, label, marker};
+use crate::tree::{clip, connectors, indented_rows, label, marker, TreeStyle};
 use std::collections::HashMap;
 use svg::node::element::{Group, Title};
 use svg::Document;
 
-/// Width of the text column (how the candidate was made).
-const TEXT_W: f64 = 520.0;
 const CHAR_W: f64 = 6.6;
 
 /// One candidate in depth-first order of the lineage.
@@ -100,14 +98,17 @@ fn tooltip(a: &Attempt) -> String {
     t
 }
 
-/// The lineage as one `<svg>` element; `best` is the run's best candidate, outlined.
-pub fn lineage_svg(attempts: &[Attempt], best: Option<i64>) -> String {
+/// The lineage as one `<svg>` element; `best` is the run's best candidate, outlined. `style`
+/// as for the tree: the compact one gives the text and outcome columns less room.
+pub fn lineage_svg(attempts: &[Attempt], best: Option<i64>, style: TreeStyle) -> String {
     let rows = lineage_rows(attempts);
     let depths: Vec<usize> = rows.iter().map(|r| r.depth).collect();
-    let l = indented_rows(&depths);
-    let text_x0 = l.columns_x - 430.0;
-    let outcome_x = text_x0 + TEXT_W;
-    let width = outcome_x + 220.0;
+    // Wider text than the tree's: a row says how the candidate was made (a knob change, a
+    // mutation), then its outcome.
+    let (text_w, outcome_w) = if style.compact { (230.0, 190.0) } else { (520.0, 220.0) };
+    let l = indented_rows(&depths, style.indent, text_w);
+    let outcome_x = l.columns_x;
+    let width = outcome_x + outcome_w;
     let mut doc = Document::new()
         .set("viewBox", (0, 0, width.ceil(), l.height.ceil()))
         .set("width", width.ceil())
@@ -203,7 +204,7 @@ mod tests {
             evil,
             attempt(Some(2), Some(0), "passed", Some(4.0)),
         ];
-        let svg = lineage_svg(&attempts, Some(2));
+        let svg = lineage_svg(&attempts, Some(2), TreeStyle::FULL);
         assert_eq!(svg.matches("class=\"lineage-node\"").count(), 3);
         assert!(!svg.contains("<script>"), "{svg}");
         assert!(svg.contains("&lt;script&gt;"));
@@ -211,7 +212,7 @@ mod tests {
         assert!(svg.contains("4.00x"));
         let mut remeasured = attempt(Some(0), None, "passed", Some(1.0));
         remeasured.final_speedup = Some(1.25);
-        assert!(lineage_svg(&[remeasured], None).contains("1.00x, final 1.25x"));
+        assert!(lineage_svg(&[remeasured], None, TreeStyle::COMPACT).contains("1.00x, final 1.25x"));
         assert!(svg.contains("incorrect numerical"));
     }
 }

@@ -14,8 +14,23 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Reads a run directory into a report model.
+/// A run that has written no event for this long, and recorded no stop, is shown as stalled
+/// rather than live: a search step (an LLM answer, a compile and timing) takes seconds to a few
+/// minutes, so a quarter of an hour of silence means the process is most likely gone (killed,
+/// crashed, the machine rebooted) without a chance to record why.
+pub const STALLED_AFTER_S: f64 = 15.0 * 60.0;
+
+/// Reads a run directory into a report model, as of now.
 pub fn load(run_dir: &Path) -> Result<RunReport, ReportError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    load_at(run_dir, now)
+}
+
+/// Reads a run directory into a report model as of `now` (seconds since the Unix epoch): the
+/// time against which a run's silence is measured.
+pub fn load_at(run_dir: &Path, now: f64) -> Result<RunReport, ReportError> {
     let store = RunStore::open(run_dir)?;
     let rows = store.events()?;
     let exchanges = store.exchanges()?;
@@ -38,42 +53,26 @@ pub fn load(run_dir: &Path) -> Result<RunReport, ReportError> {
         message,
     })?;
 
+    let meta = |key: &str| store.meta(key).ok().flatten();
+    let brain = brain(meta("brain"));
     let origins: HashMap<i64, String> = candidate_rows.iter().map(|c| (c.id, c.origin.clone())).collect();
-    let attempts = attempts(&engine, &origins, failed_code);
+    let attempts = attempts(&engine, &origins, failed_code, &brain.kind);
     let times: Vec<f64> = rows.iter().filter_map(|r| r.at.parse::<f64>().ok()).collect();
     let wall_seconds = match (times.first(), times.last()) {
         (Some(a), Some(b)) => (b - a).max(0.0),
         _ => 0.0,
     };
 
-    let (state, best_id) = match engine.pending() {
-        Some(Request::Finished { best_candidate, reason }) => (
-            RunState {
-                finished: true,
-                text: format!("finished: {reason}"),
-            },
-            *best_candidate,
-        ),
-        Some(r) => (
-            RunState {
-                finished: false,
-                text: format!("in progress, waiting on the {}", r.role()),
-            },
-            engine.best().map(|b| b.id),
-        ),
-        None => (
-            RunState {
-                finished: false,
-                text: "not started".into(),
-            },
-            None,
-        ),
+    let stop = meta("stopped").and_then(|v| serde_json::from_value::<StopRecord>(v).ok());
+    let state = run_state(&engine, stop, times.last().copied(), now);
+    let best_id = match engine.pending() {
+        Some(Request::Finished { best_candidate, .. }) => *best_candidate,
+        _ => engine.best().map(|b| b.id),
     };
     let best = best_id.and_then(|id| best_kernel(&engine, id, &evaluations, &origins));
     let record = best_id
         .and_then(|id| latest_record(&evaluations, id))
         .or_else(|| evaluations.last().map(|e| &e.record));
-    let meta = |key: &str| store.meta(key).ok().flatten();
     let provenance = provenance(record, &meta);
     let device_kind = match record.and_then(|r| r["provenance"]["device"].as_str()) {
         Some(d) if d.starts_with("cuda") || d.starts_with("gpu") => "GPU",
@@ -92,7 +91,7 @@ pub fn load(run_dir: &Path) -> Result<RunReport, ReportError> {
         task: task.map(|t| t.name.clone()).unwrap_or_default(),
         target: task.map(|t| target_heading(&t.target)).unwrap_or_default(),
         strategy: engine.config().strategy.as_str().to_string(),
-        brain: brain(meta("brain")),
+        brain,
         state,
         round: engine.round(),
         rounds: engine.config().rounds,
@@ -100,11 +99,208 @@ pub fn load(run_dir: &Path) -> Result<RunReport, ReportError> {
         events: rows.len(),
         budget: budget(&exchanges, &evaluations, device_kind, wall_seconds),
         models: model_usage(&exchanges),
-        attempts,
         best,
         tree: tree(&engine, best_id),
         provenance,
+        outcomes: outcomes(&attempts),
+        attempts,
     })
+}
+
+/// What the driver records in the run's metadata (key `stopped`) when it stops driving: why,
+/// when, and the message that goes with it. Cleared (`null`) when a drive starts.
+#[derive(Debug, Clone, serde::Deserialize)]
+struct StopRecord {
+    /// `finished`, `budget`, `fatal`, `llm_unavailable`, `interrupted`, `error` or
+    /// `awaiting_agent`.
+    reason: String,
+    at: f64,
+    #[serde(default)]
+    detail: Option<String>,
+}
+
+/// What a stop reason means, for people.
+fn stop_words(reason: &str) -> &str {
+    match reason {
+        "budget" => "the LLM budget ran out",
+        "fatal" => "a request failed for good",
+        "llm_unavailable" => "the LLM endpoint stopped answering",
+        "interrupted" => "interrupted",
+        "error" => "ksearch failed",
+        other => other,
+    }
+}
+
+/// Whether the run is finished, stopped, waiting, live or silent, from the engine's state, the
+/// driver's stop record and the time of the last event.
+fn run_state(engine: &Engine, stop: Option<StopRecord>, last_event_at: Option<f64>, now: f64) -> RunState {
+    let at = |t: f64| format!(" at {}", utc(t));
+    let state = |kind: &str, text: String, detail: Option<String>| RunState {
+        finished: kind == "finished" || matches!(engine.pending(), Some(Request::Finished { .. })),
+        kind: kind.to_string(),
+        text,
+        detail,
+        last_event_at,
+    };
+    let silent_for = last_event_at.map(|t| (now - t).max(0.0));
+    let silence = |s: f64| format!("no progress for {}", minutes(s));
+    match (engine.pending(), stop) {
+        (Some(Request::Finished { reason, .. }), stop) => {
+            let when = last_event_at.map(at).unwrap_or_default();
+            match stop.filter(|s| matches!(s.reason.as_str(), "budget" | "fatal")) {
+                // The engine wound up (re-measured, picked the best) after a failure that ended
+                // the search early: finished, but not by running its course.
+                Some(s) => state(
+                    "stopped",
+                    format!("stopped: {}{when}", stop_words(&s.reason)),
+                    s.detail.or(Some(reason.clone())),
+                ),
+                None => state("finished", format!("finished: {reason}{when}"), None),
+            }
+        }
+        (Some(r), Some(s)) if s.reason == "awaiting_agent" => {
+            let mut text = format!("waiting for the agent to answer the {}", r.role());
+            if let Some(quiet) = silent_for.filter(|&q| q >= STALLED_AFTER_S) {
+                text.push_str(&format!(" ({})", silence(quiet)));
+            }
+            state("waiting", text, None)
+        }
+        (Some(_), Some(s)) if s.reason != "finished" => {
+            let detail = s.detail.filter(|d| !d.is_empty());
+            state(
+                "stopped",
+                format!("stopped: {}{}", stop_words(&s.reason), at(s.at)),
+                detail,
+            )
+        }
+        (Some(r), _) => match silent_for.filter(|&q| q >= STALLED_AFTER_S) {
+            // Nothing recorded why, and nothing has happened for long: do not claim it is live.
+            Some(quiet) => state(
+                "stalled",
+                format!(
+                    "{}, last event{} (was waiting on the {})",
+                    silence(quiet),
+                    last_event_at.map(at).unwrap_or_default(),
+                    r.role()
+                ),
+                None,
+            ),
+            None => state("running", format!("in progress, waiting on the {}", r.role()), None),
+        },
+        (None, _) => state("running", "not started".into(), None),
+    }
+}
+
+/// `42 minutes`, `3 h 05 min`, `2 days`.
+fn minutes(seconds: f64) -> String {
+    let m = (seconds / 60.0).floor() as u64;
+    match m {
+        0..=1 => format!("{m} minute{}", if m == 1 { "" } else { "s" }),
+        2..=119 => format!("{m} minutes"),
+        120..=2879 => format!("{} h {:02} min", m / 60, m % 60),
+        _ => format!("{} days", m / 1440),
+    }
+}
+
+/// Seconds since the Unix epoch as `2025-06-01 12:34 UTC` (the store's clock is UTC seconds).
+pub(crate) fn utc(t: f64) -> String {
+    let secs = t.max(0.0) as i64;
+    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm), to need no date crate.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + (month <= 2) as i64;
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
+        rest / 3600,
+        (rest % 3600) / 60
+    )
+}
+
+/// Relative spread (IQR over median) above which a measurement is flagged as noisy. The engine
+/// has no fixed threshold: it counts a gain only when it exceeds the larger noise of the two
+/// measurements compared (`engine::beats`), so a spread above 5% hides the few-percent steps a
+/// search mostly makes. A smaller spread is still flagged when it exceeds the measurement's
+/// own gain over the reference: by the engine's rule, that is no gain at all.
+pub const NOISY_ABOVE: f64 = 0.05;
+
+/// Why a measurement (speedup over the reference, IQR over median) is too noisy to take at
+/// face value, or `None`.
+pub fn noise_flag(speedup: Option<f64>, noise: Option<f64>) -> Option<String> {
+    let n = noise.filter(|n| n.is_finite())?;
+    if n > NOISY_ABOVE {
+        return Some(format!(
+            "noisy: the IQR is {:.1}% of the median (flagged above {:.0}%)",
+            n * 100.0,
+            NOISY_ABOVE * 100.0
+        ));
+    }
+    let s = speedup.filter(|s| s.is_finite() && *s > 0.0)?;
+    let gain = (s - 1.0).abs();
+    (n > 0.0 && gain <= n).then(|| {
+        format!(
+            "within the noise: {:+.1}% against the reference with {:.1}% noise, which the engine does not count as a difference",
+            (s - 1.0) * 100.0,
+            n * 100.0
+        )
+    })
+}
+
+/// What names a failure: the first line of its reason, with the next one when the first only
+/// announces it (`compilation failed:`).
+fn headline(reason: Option<&str>) -> String {
+    let mut lines = reason.unwrap_or("").lines().map(str::trim).filter(|l| !l.is_empty());
+    match (lines.next(), lines.next()) {
+        (None, _) => "no reason given".to_string(),
+        (Some(first), Some(next)) if first.ends_with(':') => format!("{first} {next}"),
+        (Some(first), _) => first.to_string(),
+    }
+}
+
+/// Attempts per status and the most common failure.
+fn outcomes(attempts: &[Attempt]) -> Outcomes {
+    let mut by_status: Vec<Count> = Vec::new();
+    let mut reasons: Vec<Count> = Vec::new();
+    let bump = |list: &mut Vec<Count>, what: &str| match list.iter_mut().find(|c| c.what == what) {
+        Some(c) => c.count += 1,
+        None => list.push(Count {
+            what: what.to_string(),
+            count: 1,
+        }),
+    };
+    let (mut passed, mut failed) = (0, 0);
+    for a in attempts {
+        let status = a.status.as_deref().unwrap_or("evaluating");
+        bump(&mut by_status, status);
+        match a.status.as_deref() {
+            Some("passed") => passed += 1,
+            Some(_) => {
+                failed += 1;
+                // The first line names the failure; what follows (a log, a traceback) differs
+                // between attempts that failed the same way.
+                bump(
+                    &mut reasons,
+                    &format!("{status}: {}", crate::tree::clip(&headline(a.reason.as_deref()), 240)),
+                );
+            }
+            None => {}
+        }
+    }
+    // Most frequent first; ties keep the order of first appearance (sort is stable).
+    by_status.sort_by_key(|c| std::cmp::Reverse(c.count));
+    reasons.sort_by_key(|c| std::cmp::Reverse(c.count));
+    Outcomes {
+        by_status,
+        passed,
+        failed,
+        top_failure: reasons.into_iter().next(),
+    }
 }
 
 /// A coder answer that produced no candidate: where it happened and why.
@@ -157,7 +353,27 @@ fn replay(events: &[Event]) -> Result<(Engine, Vec<FailedCode>), String> {
     Ok((engine, failed))
 }
 
-fn attempts(engine: &Engine, origins: &HashMap<i64, String>, failed: Vec<FailedCode>) -> Vec<Attempt> {
+/// Who made a candidate: the store's record, else what the engine knows of it. The coder's
+/// role is named after who played it when that was no LLM (the knob tuner, an agent).
+fn origin(c: &ksearch_search::engine::Candidate, origins: &HashMap<i64, String>, brain: &str) -> String {
+    let recorded = origins.get(&c.id).map(String::as_str);
+    // A replayed evaluation has no candidate row: the engine's view decides (as the driver's
+    // rule for the row does: the seed is round 0 of cycle 0, a sweep's variant has a note).
+    let origin = recorded.unwrap_or(if c.round == 0 && c.cycle == 0 {
+        "seed"
+    } else if c.note.is_some() {
+        "knob_sweep"
+    } else {
+        "coder"
+    });
+    match (origin, brain) {
+        ("coder", "tuner") => "tuner".into(),
+        ("coder", "agent") => "agent".into(),
+        (o, _) => o.to_string(),
+    }
+}
+
+fn attempts(engine: &Engine, origins: &HashMap<i64, String>, failed: Vec<FailedCode>, brain: &str) -> Vec<Attempt> {
     let mut failed = failed.into_iter().peekable();
     let mut out = Vec::new();
     let mut push_failed_before = |index: usize, out: &mut Vec<Attempt>| {
@@ -173,6 +389,7 @@ fn attempts(engine: &Engine, origins: &HashMap<i64, String>, failed: Vec<FailedC
                 reason: Some(f.reason),
                 speedup: None,
                 relative_noise: None,
+                noisy: None,
                 final_speedup: None,
                 final_status: None,
                 note: None,
@@ -189,11 +406,12 @@ fn attempts(engine: &Engine, origins: &HashMap<i64, String>, failed: Vec<FailedC
             node_id: Some(c.node_id.clone()),
             round: c.round,
             cycle: c.cycle,
-            origin: origins.get(&c.id).cloned().unwrap_or_else(|| "coder".into()),
+            origin: origin(c, origins, brain),
             status: result.map(|r| r.status.clone()),
             reason: result.and_then(|r| r.reason.clone()),
             speedup: c.speedup(),
             relative_noise: result.and_then(|r| r.relative_noise),
+            noisy: noise_flag(c.speedup(), result.and_then(|r| r.relative_noise)),
             final_speedup: c.final_result.as_ref().filter(|r| r.passed()).and_then(|r| r.speedup),
             final_status: c.final_result.as_ref().map(|r| r.status.clone()),
             note: c.note.clone(),
@@ -246,25 +464,82 @@ fn is_llm(x: &ExchangeRow) -> bool {
     x.provider != "tuner" && x.provider != "agent"
 }
 
+/// The kind of an LLM error, from its message (the store keeps the message only; the patterns
+/// are the wording of ksearch-llm's `LlmError`).
+fn error_kind(message: &str) -> String {
+    let m = message.to_ascii_lowercase();
+    let http = || {
+        m.split("http ")
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .filter(|code| code.len() == 3)
+            .map(|code| format!("HTTP {code}"))
+    };
+    if m.contains("api key variable") && m.contains("is not set") {
+        "missing API key".into()
+    } else if m.contains("refused the api key") {
+        "API key refused".into()
+    } else if m.contains("budget exhausted") {
+        "budget exhausted".into()
+    } else if m.contains("no answer within") || m.contains("timed out") {
+        "timeout".into()
+    } else if m.contains("cannot reach") {
+        "unreachable".into()
+    } else if m.contains("connection to") && m.contains("broke") {
+        "connection broke".into()
+    } else if m.contains("not in the expected format") {
+        "malformed answer".into()
+    } else if m.contains("no recorded answer") {
+        "no recorded answer (replay)".into()
+    } else if m.starts_with("configuration:") {
+        "configuration".into()
+    } else if m.contains("was rejected (http") {
+        format!("rejected ({})", http().unwrap_or_else(|| "HTTP 4xx".into()))
+    } else if let Some(code) = http() {
+        code
+    } else {
+        "other".into()
+    }
+}
+
 fn budget(exchanges: &[ExchangeRow], evaluations: &[EvaluationRow], device_kind: &str, wall_seconds: f64) -> Budget {
     let llm: Vec<&ExchangeRow> = exchanges.iter().filter(|x| is_llm(x)).collect();
     let calls = llm.iter().filter(|x| x.answer.is_some()).count();
+    let mut llm_errors: Vec<Count> = Vec::new();
+    for x in llm.iter().filter(|x| x.answer.is_none()) {
+        let kind = error_kind(x.error.as_deref().unwrap_or(""));
+        match llm_errors.iter_mut().find(|c| c.what == kind) {
+            Some(c) => c.count += 1,
+            None => llm_errors.push(Count { what: kind, count: 1 }),
+        }
+    }
+    llm_errors.sort_by_key(|c| std::cmp::Reverse(c.count));
     Budget {
         llm_calls: calls,
         failed_llm_calls: llm.len() - calls,
         input_tokens: llm.iter().map(|x| x.input_tokens).sum(),
         output_tokens: llm.iter().map(|x| x.output_tokens).sum(),
-        // + 0.0: an empty sum of floats is -0.0.
+        cached_input_tokens: llm.iter().map(|x| x.cached_input_tokens).sum(),
+        reasoning_tokens: llm.iter().map(|x| x.reasoning_tokens).sum(),
+        cached_answers: llm.iter().filter(|x| x.answer.is_some() && x.from_cache).count(),
+        // + 0.0: an empty sum of floats is -0.0, which prints as "-0.0".
         dollars: llm.iter().filter_map(|x| x.cost_dollars).sum::<f64>() + 0.0,
         unpriced_calls: llm
             .iter()
             .filter(|x| x.answer.is_some() && x.cost_dollars.is_none())
             .count(),
+        llm_errors,
+        last_llm_error: llm
+            .iter()
+            .rev()
+            .find(|x| x.answer.is_none())
+            .and_then(|x| x.error.clone()),
         evaluations: evaluations.len(),
         device_seconds: evaluations
             .iter()
             .filter_map(|e| e.record["wall_seconds"].as_f64())
-            .sum(),
+            .sum::<f64>()
+            + 0.0,
         device_kind: device_kind.to_string(),
         wall_seconds,
     }
@@ -287,6 +562,9 @@ fn model_usage(exchanges: &[ExchangeRow]) -> Vec<ModelUsage> {
                     failed: 0,
                     input_tokens: 0,
                     output_tokens: 0,
+                    cached_input_tokens: 0,
+                    reasoning_tokens: 0,
+                    from_cache: 0,
                     dollars: 0.0,
                     latency_s: 0.0,
                 });
@@ -301,6 +579,9 @@ fn model_usage(exchanges: &[ExchangeRow]) -> Vec<ModelUsage> {
         }
         u.input_tokens += x.input_tokens;
         u.output_tokens += x.output_tokens;
+        u.cached_input_tokens += x.cached_input_tokens;
+        u.reasoning_tokens += x.reasoning_tokens;
+        u.from_cache += (x.answer.is_some() && x.from_cache) as usize;
         u.dollars += x.cost_dollars.unwrap_or(0.0);
         u.latency_s += x.latency_s;
     }
@@ -404,6 +685,10 @@ fn workload_row(w: &Value) -> WorkloadRow {
         .unwrap_or_default();
     let median = t["candidate"]["median_ns"].as_f64();
     let iqr = t["candidate"]["iqr_ns"].as_f64();
+    let relative_noise = match (median, iqr) {
+        (Some(m), Some(q)) if m > 0.0 => Some(q / m),
+        _ => None,
+    };
     WorkloadRow {
         uuid: scalar(&w["uuid"]),
         axes,
@@ -414,10 +699,8 @@ fn workload_row(w: &Value) -> WorkloadRow {
         iqr_ns: iqr,
         reference_median_ns: t["reference"]["median_ns"].as_f64(),
         reference_iqr_ns: t["reference"]["iqr_ns"].as_f64(),
-        relative_noise: match (median, iqr) {
-            (Some(m), Some(q)) if m > 0.0 => Some(q / m),
-            _ => None,
-        },
+        relative_noise,
+        noisy: noise_flag(t["speedup"].as_f64(), relative_noise),
         samples: t["candidate"]["n"].as_u64(),
         max_abs_error: w["correctness"]["max_abs_error"].as_f64(),
         gb_per_s: t["achieved_gb_per_s"].as_f64(),
@@ -536,5 +819,149 @@ fn tree(engine: &Engine, best: Option<i64>) -> Tree {
         open_questions: wm.open_questions.clone(),
         active_leaf: t.active_leaf_id().to_string(),
         nodes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ksearch_search::engine::Candidate;
+
+    fn candidate(id: i64, round: u32, cycle: u32, note: Option<&str>) -> Candidate {
+        Candidate {
+            id,
+            parent: None,
+            node_id: "root".into(),
+            round,
+            cycle,
+            sources: vec![],
+            result: None,
+            final_result: None,
+            note: note.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn without_a_candidate_row_the_seed_is_still_the_seed() {
+        let none = HashMap::new();
+        assert_eq!(origin(&candidate(1, 0, 0, None), &none, "llm"), "seed");
+        assert_eq!(origin(&candidate(2, 1, 1, None), &none, "llm"), "coder");
+        assert_eq!(
+            origin(&candidate(3, 2, 1, Some("BLOCK=64")), &none, "llm"),
+            "knob_sweep"
+        );
+        // Who played the coder when it was no LLM.
+        assert_eq!(origin(&candidate(2, 1, 1, None), &none, "tuner"), "tuner");
+        assert_eq!(origin(&candidate(1, 0, 0, None), &none, "tuner"), "seed");
+        let rows = HashMap::from([(2, "seed".to_string())]);
+        assert_eq!(origin(&candidate(2, 1, 1, None), &rows, "agent"), "seed");
+    }
+
+    #[test]
+    fn nothing_spent_is_zero_not_minus_zero() {
+        let b = budget(&[], &[], "CPU", 0.0);
+        assert!(b.device_seconds.is_sign_positive() && b.dollars.is_sign_positive());
+        assert_eq!(format!("{:.1}", b.device_seconds), "0.0");
+    }
+
+    #[test]
+    fn llm_errors_are_counted_by_kind_with_the_last_message_kept() {
+        let failed = |error: &str| ExchangeRow {
+            provider: "openai".into(),
+            error: Some(error.into()),
+            ..Default::default()
+        };
+        let xs = [
+            failed("openai: no answer within 120 s, 3 attempt(s); raise `timeout_s` if the model is slow"),
+            failed("openai: HTTP 503 after 4 attempt(s): overloaded"),
+            failed("openai: no answer within 120 s, 3 attempt(s); raise `timeout_s` if the model is slow"),
+            failed("anthropic: the API key variable ANTHROPIC_API_KEY is not set; export it"),
+            ExchangeRow {
+                provider: "openai".into(),
+                answer: Some(serde_json::json!({"text": "ok"})),
+                input_tokens: 100,
+                cached_input_tokens: 60,
+                reasoning_tokens: 7,
+                from_cache: true,
+                ..Default::default()
+            },
+            // The tuner's refusals are not LLM failures.
+            ExchangeRow {
+                provider: "tuner".into(),
+                error: Some("no knob left".into()),
+                ..Default::default()
+            },
+        ];
+        let b = budget(&xs, &[], "CPU", 0.0);
+        let kinds: Vec<(&str, usize)> = b.llm_errors.iter().map(|c| (c.what.as_str(), c.count)).collect();
+        assert_eq!(kinds, [("timeout", 2), ("HTTP 503", 1), ("missing API key", 1)]);
+        assert_eq!(b.failed_llm_calls, 4);
+        assert!(b.last_llm_error.as_deref().unwrap().contains("ANTHROPIC_API_KEY"));
+        assert_eq!(
+            (b.cached_input_tokens, b.reasoning_tokens, b.cached_answers),
+            (60, 7, 1)
+        );
+        assert_eq!(
+            error_kind("openai: the request was rejected (HTTP 400): bad"),
+            "rejected (HTTP 400)"
+        );
+        assert_eq!(error_kind("something else"), "other");
+    }
+
+    #[test]
+    fn noise_is_flagged_above_the_threshold_or_above_the_gain() {
+        assert_eq!(noise_flag(Some(1.5), Some(0.02)), None);
+        assert!(noise_flag(Some(1.5), Some(0.08))
+            .unwrap()
+            .starts_with("noisy: the IQR is 8.0%"));
+        // 1% faster with 2% noise: the engine would not call it faster.
+        assert!(noise_flag(Some(1.01), Some(0.02))
+            .unwrap()
+            .starts_with("within the noise"));
+        assert_eq!(noise_flag(None, Some(0.02)), None);
+        assert_eq!(noise_flag(Some(1.01), None), None);
+    }
+
+    #[test]
+    fn times_are_shown_in_utc_and_silences_in_minutes() {
+        assert_eq!(utc(0.0), "1970-01-01 00:00 UTC");
+        assert_eq!(utc(1_709_210_096.0), "2024-02-29 12:34 UTC");
+        assert_eq!(minutes(59.0), "0 minutes");
+        assert_eq!(minutes(61.0), "1 minute");
+        assert_eq!(minutes(42.0 * 60.0), "42 minutes");
+        assert_eq!(minutes(185.0 * 60.0), "3 h 05 min");
+    }
+
+    #[test]
+    fn the_most_common_failure_is_named_by_its_first_line() {
+        let mut a = vec![Attempt::for_test(0, None, 0, "passed", Some(1.0))];
+        for (i, reason) in [
+            "failed:\nk.c:3: error: x\nmore log",
+            "failed:\n\nk.c:3: error: x\nother log",
+            "timeout after 10 s",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let mut f = Attempt::for_test(i as i64 + 1, None, 1, "compile_error", None);
+            f.reason = Some(reason.to_string());
+            a.push(f);
+        }
+        let o = outcomes(&a);
+        assert_eq!((o.passed, o.failed), (1, 3));
+        assert_eq!(
+            o.by_status[0],
+            Count {
+                what: "compile_error".into(),
+                count: 3
+            }
+        );
+        assert_eq!(
+            o.top_failure,
+            Some(Count {
+                what: "compile_error: failed: k.c:3: error: x".into(),
+                count: 2
+            })
+        );
     }
 }

@@ -32,6 +32,26 @@ pub struct RunReport {
     pub tree: Tree,
     /// `(what, value)` rows: the device, driver, toolkit, compiler, seeds.
     pub provenance: Vec<KeyValue>,
+    /// Attempts per status, and the most common reason of a failure: what an all-fail run
+    /// needs to be diagnosed.
+    pub outcomes: Outcomes,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Outcomes {
+    /// `(status, attempts)`, most frequent first (`evaluating` for attempts not yet evaluated).
+    pub by_status: Vec<Count>,
+    pub passed: usize,
+    pub failed: usize,
+    /// The failure reason (its first line) shared by the most failed attempts.
+    pub top_failure: Option<Count>,
+}
+
+/// Something and how often it happened.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Count {
+    pub what: String,
+    pub count: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -54,9 +74,19 @@ pub struct Brain {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RunState {
+    /// The engine reached its end (the round budget, no action left, a fatal failure).
     pub finished: bool,
-    /// `finished: the round budget (20) is spent`, `in progress, waiting on the coder`.
+    /// `running`, `waiting` (on an external agent), `finished`, `stopped` (the driver recorded
+    /// why: interrupted, the LLM endpoint down, the budget, an error) or `stalled` (no record
+    /// and no event for a long time: most likely killed). Also the badge's class.
+    pub kind: String,
+    /// `finished: the round budget (20) is spent`, `in progress, waiting on the coder`,
+    /// `stopped: interrupted at 2025-06-01 12:34 UTC`, `no progress for 42 minutes ...`.
     pub text: String,
+    /// What the driver recorded about the stop (the error, the endpoint's last answer).
+    pub detail: Option<String>,
+    /// When the last event was written (seconds since the Unix epoch).
+    pub last_event_at: Option<f64>,
 }
 
 /// What the run spent.
@@ -67,11 +97,22 @@ pub struct Budget {
     pub failed_llm_calls: usize,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Of the input tokens, those the provider served from its prompt cache (where reported).
+    pub cached_input_tokens: u64,
+    /// Of the output tokens, those spent on reasoning (where reported).
+    pub reasoning_tokens: u64,
+    /// Answers served from ksearch's own answer cache instead of a new call.
+    pub cached_answers: usize,
     pub dollars: f64,
     /// Answered calls whose price is unknown (their cost is not in `dollars`).
     pub unpriced_calls: usize,
+    /// Failed calls by kind of error (`timeout`, `HTTP 503`, `missing API key`), most first.
+    pub llm_errors: Vec<Count>,
+    /// The last failed call's error message.
+    pub last_llm_error: Option<String>,
     pub evaluations: usize,
-    /// Wall time of every evaluation added up: time the device was busy for this run.
+    /// Wall time of every evaluation added up (harness start to end, compiles included): how
+    /// long the device was held for this run, not time spent in kernels.
     pub device_seconds: f64,
     /// `GPU` when the evaluations ran on a GPU, else `CPU`.
     pub device_kind: String,
@@ -88,6 +129,10 @@ pub struct ModelUsage {
     pub failed: usize,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub reasoning_tokens: u64,
+    /// Answers served from ksearch's answer cache.
+    pub from_cache: usize,
     pub dollars: f64,
     pub latency_s: f64,
 }
@@ -110,6 +155,8 @@ pub struct Attempt {
     pub speedup: Option<f64>,
     /// Relative spread of the timings (IQR over median, worst workload).
     pub relative_noise: Option<f64>,
+    /// Why the measurement is too noisy to trust at face value; `None` when it is not.
+    pub noisy: Option<String>,
     /// The final re-measurement (top candidates only).
     pub final_speedup: Option<f64>,
     pub final_status: Option<String>,
@@ -146,6 +193,7 @@ impl Attempt {
             reason: None,
             speedup,
             relative_noise: None,
+            noisy: None,
             final_speedup: None,
             final_status: None,
             note: None,
@@ -216,6 +264,8 @@ pub struct WorkloadRow {
     pub reference_iqr_ns: Option<f64>,
     /// IQR over median of the candidate's timings.
     pub relative_noise: Option<f64>,
+    /// Why the measurement is too noisy to trust at face value; `None` when it is not.
+    pub noisy: Option<String>,
     pub samples: Option<u64>,
     pub max_abs_error: Option<f64>,
     pub gb_per_s: Option<f64>,

@@ -3,7 +3,7 @@
 //! tokens and prices, a GPU's provenance, a format error, a too-hard node and a pruned one. The
 //! report model must account for all of it, in progress and finished, and the pages must draw it.
 
-use ksearch_report::{load, Renderer, RunReport};
+use ksearch_report::{load, load_at, Renderer, RunReport, STALLED_AFTER_S};
 use ksearch_search::engine::{
     Engine, EngineConfig, EvalSummary, Event, KernelResources, Request, Source, TaskBrief, WorkloadSummary,
 };
@@ -59,11 +59,12 @@ fn summary(status: &str, speedup: Option<f64>, resources: Vec<KernelResources>) 
 
 /// The whole evaluation record, as the evaluator writes it.
 fn record(status: &str, speedup: Option<f64>, resources: &[KernelResources]) -> serde_json::Value {
+    // w1's timings spread twice as much as w0's: 8%, above the report's noise flag.
     let workload = |uuid: &str, n: i64, s: Option<f64>| {
         json!({"uuid": uuid, "axes": {"N": n}, "status": status, "reason": null,
                "correctness": {"trials": 2, "max_abs_error": 1e-6, "matched_ratio": 1.0},
                "timing": s.map(|s| json!({"clock": "cuda_event",
-                   "candidate": {"n": 30, "median_ns": 1000.0, "iqr_ns": 40.0},
+                   "candidate": {"n": 30, "median_ns": 1000.0, "iqr_ns": if uuid == "w1" { 80.0 } else { 40.0 }},
                    "reference": {"n": 30, "median_ns": 1000.0 * s, "iqr_ns": 10.0},
                    "speedup": s, "achieved_gb_per_s": 2100.0, "achieved_gflop_per_s": null, "suspicious": null}))})
     };
@@ -139,8 +140,11 @@ impl Script {
                 provider: "openai".into(),
                 model: if role == "planner" { "gpt-p" } else { "gpt-c" }.into(),
                 answer: answer.map(|a| json!({"text": a})),
-                error: answer.is_none().then(|| "timed out".to_string()),
+                error: answer
+                    .is_none()
+                    .then(|| "openai: no answer within 120 s, 3 attempt(s); raise `timeout_s`".to_string()),
                 input_tokens: if answer.is_some() { 1000 } else { 0 },
+                cached_input_tokens: if answer.is_some() { 400 } else { 0 },
                 output_tokens: if answer.is_some() { 200 } else { 0 },
                 cost_dollars: answer.map(|_| 0.01),
                 latency_s: 1.5,
@@ -265,6 +269,54 @@ fn a_run_in_progress_and_finished_is_fully_accounted_for_and_drawn() {
         partial.state
     );
     assert_eq!(partial.tree.nodes.len(), 4);
+    assert_eq!(partial.state.kind, "running");
+    // The same run as it reads long after its last event, when nothing recorded a stop: not
+    // live any more (the process was killed, most likely).
+    let last = partial.state.last_event_at.unwrap();
+    let silent = load_at(&run_dir, last + STALLED_AFTER_S + 60.0).unwrap();
+    assert_eq!(silent.state.kind, "stalled", "{:?}", silent.state);
+    assert!(
+        silent
+            .state
+            .text
+            .starts_with("no progress for 16 minutes, last event at 20")
+            && silent.state.text.contains("was waiting on the"),
+        "{:?}",
+        silent.state
+    );
+    // What the driver records when it stops driving is shown instead, however long ago.
+    s.store
+        .set_meta(
+            "stopped",
+            &json!({"reason": "llm_unavailable", "at": last + 1.0,
+                    "detail": "3 requests failed in a row; the last: openai: cannot reach http://x"}),
+        )
+        .unwrap();
+    let stopped = load_at(&run_dir, last + 86_400.0).unwrap();
+    assert_eq!(stopped.state.kind, "stopped");
+    assert!(
+        stopped
+            .state
+            .text
+            .starts_with("stopped: the LLM endpoint stopped answering at 20"),
+        "{:?}",
+        stopped.state
+    );
+    let stopped_html = Renderer::new().report(&stopped).unwrap();
+    assert!(stopped_html.contains("class=\"badge state-stopped\""));
+    assert!(
+        stopped_html.contains("cannot reach http:&#x2f;&#x2f;x"),
+        "the detail is shown"
+    );
+    // An agent run that waits for its agent is waiting, not stopped.
+    s.store
+        .set_meta("stopped", &json!({"reason": "awaiting_agent", "at": last}))
+        .unwrap();
+    assert_eq!(load(&run_dir).unwrap().state.kind, "waiting");
+    // A drive that starts again clears the record.
+    s.store.set_meta("stopped", &serde_json::Value::Null).unwrap();
+    assert_eq!(load(&run_dir).unwrap().state.kind, "running");
+
     // Only the seed so far, whose build reported no resources: no column, no table.
     let partial_html = Renderer::new().report(&partial).unwrap();
     assert!(!partial_html.contains("<th>resources</th>"));
@@ -277,6 +329,8 @@ fn a_run_in_progress_and_finished_is_fully_accounted_for_and_drawn() {
     }
     let r = load(&run_dir).unwrap();
     assert!(r.state.finished, "{:?}", r.state);
+    assert_eq!(r.state.kind, "finished");
+    assert!(r.state.text.contains(" at 20"), "{:?}", r.state);
     assert_eq!(r.task, "synthetic <task>");
     assert_eq!(r.target, "NVIDIA H200 (h200)");
     assert_eq!(r.strategy, "world-model");
@@ -322,6 +376,45 @@ fn a_run_in_progress_and_finished_is_fully_accounted_for_and_drawn() {
     assert!((r.budget.device_seconds - 0.5 * evaluations as f64).abs() < 1e-9);
     assert_eq!(r.models.len(), 2);
     assert_eq!(r.models.iter().map(|m| m.failed).sum::<usize>(), 1);
+    // Why the failed call failed, and the provider's cache.
+    assert_eq!(r.budget.llm_errors.len(), 1);
+    assert_eq!(
+        (r.budget.llm_errors[0].what.as_str(), r.budget.llm_errors[0].count),
+        ("timeout", 1)
+    );
+    assert!(r
+        .budget
+        .last_llm_error
+        .as_deref()
+        .unwrap()
+        .contains("no answer within 120 s"));
+    assert_eq!(r.budget.cached_input_tokens, 400 * s.answered as u64);
+
+    // What came of the attempts: every status counted, the most common failure named.
+    let by_status: usize = r.outcomes.by_status.iter().map(|c| c.count).sum();
+    assert_eq!(by_status, r.attempts.len());
+    let compile_errors = r
+        .attempts
+        .iter()
+        .filter(|a| a.status.as_deref() == Some("compile_error"))
+        .count();
+    // One answer without code (first), then compile errors: the first of the most frequent.
+    let top = r.outcomes.top_failure.as_ref().unwrap();
+    let (want, count) = if compile_errors > 1 {
+        ("compile_error: kernel.cu:3: error: expected ';'", compile_errors)
+    } else {
+        ("format_error: the answer had no usable code", 1)
+    };
+    assert_eq!((top.what.as_str(), top.count), (want, count));
+    assert_eq!(r.outcomes.failed, compile_errors + 1);
+    // Noise: the seed measured at 1.00x with 2% noise is within the noise of the reference.
+    assert!(r.attempts[0].noisy.as_deref().unwrap().starts_with("within the noise"));
+    assert!(r
+        .attempts
+        .iter()
+        .filter(|a| a.speedup.is_some_and(|s| s > 1.1))
+        .all(|a| a.noisy.is_none()));
+    assert_eq!(r.attempts[0].origin, "seed");
 
     // The best kernel: its diff against the seed, per-workload numbers with noise, provenance.
     let best = r.best.as_ref().unwrap();
@@ -339,6 +432,12 @@ fn a_run_in_progress_and_finished_is_fully_accounted_for_and_drawn() {
     assert_eq!(best.workloads.len(), 2);
     assert_eq!(best.workloads[1].axes, "N=4096");
     assert!((best.workloads[0].relative_noise.unwrap() - 0.04).abs() < 1e-12);
+    assert_eq!(best.workloads[0].noisy, None);
+    assert!(best.workloads[1]
+        .noisy
+        .as_deref()
+        .unwrap()
+        .starts_with("noisy: the IQR is 8.0%"));
     assert_eq!(best.workloads[0].gb_per_s, Some(2100.0));
     assert_eq!(best.kernels.len(), 1);
     let kernel = &best.kernels[0];
@@ -378,14 +477,73 @@ fn a_run_in_progress_and_finished_is_fully_accounted_for_and_drawn() {
     assert!(kernels.contains("<td class=\"n\">2048 B</td>"));
     assert_eq!(html.matches("class=\"wm-node ").count(), r.tree.nodes.len());
     let chart = &html[html.find("id=\"progress-chart\"").unwrap()..];
-    let chart = &chart[..chart.find("</svg>").unwrap()];
+    let chart = &chart[..chart.find("</div>").unwrap()];
+    // One circle per attempt, each saying which it is; one diamond per final re-measurement,
+    // the headline's in gold.
     assert_eq!(chart.matches("<circle").count(), r.attempts.len());
+    assert_eq!(chart.matches("<g class=\"attempt\">").count(), r.attempts.len());
+    let finals = r.attempts.iter().filter(|a| a.final_status.is_some()).count();
+    assert!(finals >= 2, "{finals}");
+    assert_eq!(chart.matches("<g class=\"final\">").count(), finals);
+    assert_eq!(chart.matches("stroke=\"#d4a000\"").count(), 1);
+    let best_id = r.best.as_ref().unwrap().candidate;
+    assert!(chart.contains(&format!("candidate {best_id}, final re-measurement: ")));
+    assert!(chart
+        .contains("coder answer without a candidate, node a, round 1\nformat_error: the answer had no usable code"));
+    assert!(
+        chart.contains("\nfinal re-measurement\n</text>"),
+        "the legend says what diamonds are"
+    );
+    // The budget: failures by kind, the device time named for what it is.
+    assert!(html.contains("Failed calls (1):</b> timeout ×1."));
+    assert!(html.contains("<th class=\"n\">of which cached</th>"));
+    assert!(
+        !html.contains("of which reasoning"),
+        "no call reported reasoning tokens"
+    );
+    assert!(html.contains("Device-seconds") && html.contains("evaluation wall time (GPU), compiles included"));
+    assert!(html.contains("<b>Most common failure</b> ("));
+    assert!(html.contains("<span class=\"noisy\" title=\"noisy: the IQR is 8.0%"));
+
+    // A knob-tuner run: one card says no LLM was involved, instead of $0 "every call priced".
+    let mut tuned = r.clone();
+    tuned.brain.kind = "tuner".into();
+    tuned.models.clear();
+    tuned.budget = ksearch_report::Budget::default();
+    let tuned_html = renderer.report(&tuned).unwrap();
+    assert!(tuned_html.contains("<div class=\"v\">no LLM (knob tuner)</div>"));
+    assert!(!tuned_html.contains("every call priced") && !tuned_html.contains(">LLM calls<"));
+    assert!(tuned_html.contains("No LLM: the knob tuner answered the planner and the coder."));
 
     let body = renderer
         .dashboard_body(&[&r, &partial], &["run/0".into(), "run/1".into()], &[])
         .unwrap();
     assert_eq!(body.matches("<section class=\"run\"").count(), 2);
     assert!(body.contains("id=\"comparison-chart\""));
+    // Side by side, the trees are drawn compact enough for their columns.
+    for tree in body.split("class=\"wm-tree-svg\"").skip(1) {
+        let width: f64 = tree
+            .split("width=\"")
+            .nth(1)
+            .and_then(|w| w.split('"').next())
+            .and_then(|w| w.parse().ok())
+            .unwrap();
+        assert!(width <= 520.0, "{width}");
+    }
+    // The comparison marks each run's best so far, and says when a run has none.
+    let comparison = &body[body.find("id=\"comparison-chart\"").unwrap()..];
+    let comparison = &comparison[..comparison.find("</div>").unwrap()];
+    assert_eq!(
+        comparison.matches("<g class=\"best-point\">").count(),
+        ksearch_report::best_so_far(&r.attempts).len() + ksearch_report::best_so_far(&partial.attempts).len()
+    );
+    let mut failing = partial.clone();
+    for a in &mut failing.attempts {
+        a.status = Some("compile_error".into());
+        a.speedup = None;
+    }
+    let all_fail = renderer.dashboard_body(&[&r, &failing], &[], &[]).unwrap();
+    assert!(all_fail.contains("no passing candidate\n</text>"));
     let page = renderer.dashboard_page(&body, "ab12", 500).unwrap();
     assert!(page.contains("var stamp = \"ab12\";"));
     assert_eq!(page.matches("<script").count(), 1, "the dashboard's own script only");

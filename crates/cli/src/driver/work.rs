@@ -41,12 +41,22 @@ pub(crate) struct LlmFailure {
     pub error: String,
     /// What retrying cannot fix (budget, key, model, configuration): ends the search.
     pub fatal: bool,
+    /// The LLM budget is spent (a fatal failure the run's stop record names apart).
+    pub budget: bool,
     /// The endpoint failed (HTTP 5xx or 429, timeout, connection) after the client's retries:
     /// a sign that it is down, unlike a refused request or an odd answer.
     pub endpoint: bool,
 }
 
 impl Done {
+    /// The failure of an LLM call that ends the search, if this is one.
+    pub(crate) fn fatal_llm_failure(&self) -> Option<&LlmFailure> {
+        match self {
+            Done::Llm { answer: Err(f), .. } if f.fatal => Some(f),
+            _ => None,
+        }
+    }
+
     /// For an LLM call: `Ok` when it answered, `Err` with the error when the endpoint failed
     /// after its retries; `None` for anything else (no LLM call, a fatal failure, a refused
     /// request or an odd answer, which say nothing about whether the endpoint is up).
@@ -234,6 +244,7 @@ pub(crate) async fn call_llm(
             Err(LlmFailure {
                 error: e.to_string(),
                 fatal,
+                budget: matches!(e, LlmError::Budget(_)),
                 endpoint: e.is_transient(),
             })
         }

@@ -134,7 +134,8 @@ impl Browser {
             .unwrap_or_else(|| panic!("no page target: {targets}"));
         let attached = b.call("Target.attachToTarget", json!({"targetId": page, "flatten": true}));
         b.session = attached["sessionId"].as_str().unwrap().to_string();
-        for domain in ["Page.enable", "Runtime.enable", "Log.enable"] {
+        // Network: every request the page makes is reported (`requests`).
+        for domain in ["Page.enable", "Runtime.enable", "Log.enable", "Network.enable"] {
             b.call(domain, json!({}));
         }
         b
@@ -203,6 +204,23 @@ impl Browser {
         r["result"]["value"].clone()
     }
 
+    /// The URLs of the requests the page made since the `events_seen`-th protocol event
+    /// (`Network.requestWillBeSent`: the document itself, and anything it fetched).
+    pub fn requests_since(&mut self, events_seen: usize) -> Vec<String> {
+        // A round trip, so that what the page asked for up to now has been reported.
+        self.eval("0");
+        self.events[events_seen.min(self.events.len())..]
+            .iter()
+            .filter(|e| e["method"] == "Network.requestWillBeSent")
+            .map(|e| e["params"]["request"]["url"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    /// How many protocol events were received so far (a mark for `requests_since`).
+    pub fn events_seen(&self) -> usize {
+        self.events.len()
+    }
+
     pub fn count(&mut self, selector: &str) -> u64 {
         let expr = format!("document.querySelectorAll({}).length", json!(selector));
         self.eval(&expr).as_u64().unwrap()
@@ -244,6 +262,23 @@ impl Browser {
             std::fs::create_dir_all(dir).unwrap();
         }
         std::fs::write(path, png).unwrap();
+    }
+}
+
+impl Browser {
+    /// A PNG of the whole page, `width` CSS pixels wide and as tall as its content (up to
+    /// `max_height`, so that a very long page stays a picture one can open).
+    pub fn screenshot_full_page(&mut self, path: &Path, width: u32, max_height: u32) {
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            json!({"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": false}),
+        );
+        let height = self
+            .eval("document.documentElement.scrollHeight")
+            .as_u64()
+            .unwrap_or(900)
+            .min(max_height as u64) as u32;
+        self.screenshot(path, width, height);
     }
 }
 
