@@ -37,6 +37,30 @@ fn mlx_backends(python: &Path) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// The nvcc the cuda backend would use (found as the harness finds it: `$KSEARCH_NVCC`,
+/// `$CUDA_HOME`, PATH, /usr/local/cuda, or NVIDIA's pip package in the interpreter's
+/// site-packages) and its release line.
+fn harness_nvcc(python: &Path) -> Option<(String, String)> {
+    let dir = tempfile::tempdir().ok()?;
+    let harness = ksearch_eval::harness::install_harness(dir.path()).ok()?;
+    let code = "import sys; sys.path.insert(0, sys.argv[1]); \
+                from ksearch_harness.backends import nvcc; print(nvcc.find() or '')";
+    let out = Command::new(python).args(["-c", code]).arg(&harness).output().ok()?;
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || path.is_empty() {
+        return None;
+    }
+    let shown = Command::new(&path).arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&shown.stdout);
+    let release = text
+        .lines()
+        .find(|l| l.contains("release"))
+        .unwrap_or("version unknown")
+        .trim()
+        .to_string();
+    Some((path, release))
+}
+
 pub(crate) fn run() -> anyhow::Result<u8> {
     let mut problems = 0;
     let mut line = |ok: bool, what: &str, detail: String| {
@@ -92,8 +116,8 @@ pub(crate) fn run() -> anyhow::Result<u8> {
             "NVIDIA GPU"
         ),
     }
-    match version("nvcc", &["--version"]).and_then(|_| version("nvcc", &["--version"])) {
-        Some(_) => line(true, "nvcc", "found".into()),
+    match harness_nvcc(&python) {
+        Some((path, release)) => line(true, "nvcc", format!("{path}: {release}")),
         None => println!(
             "-    {:<22} not found (compile checks of CUDA need it: pip install nvidia-cuda-nvcc)",
             "nvcc"
