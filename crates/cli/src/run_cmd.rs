@@ -425,15 +425,31 @@ pub(crate) fn drive_quietly(
                 }
                 _ => text.push_str("no candidate passed\n"),
             }
-            text.push_str(&format!(
-                "see the tree and every attempt with: ksearch show {dir}\n\
-                 or as a self-contained HTML page: ksearch report {dir}"
-            ));
+            // The report is a convenience: a failure to write it is said, not fatal to the run.
+            let report = ksearch_report::report_html(run_dir)
+                .map_err(anyhow::Error::from)
+                .and_then(|html| {
+                    let path = run_dir.join("report.html");
+                    std::fs::write(&path, html).with_context(|| format!("cannot write {}", path.display()))?;
+                    Ok(path)
+                });
+            match &report {
+                Ok(path) => text.push_str(&format!(
+                    "report (charts, the tree, the best kernel against the seed): {}\n\
+                     see the tree and every attempt in the terminal with: ksearch show {dir}",
+                    path.display()
+                )),
+                Err(e) => text.push_str(&format!(
+                    "the HTML report could not be written ({e:#}); try: ksearch report {dir}\n\
+                     see the tree and every attempt with: ksearch show {dir}"
+                )),
+            }
+            let report = report.ok();
             Outcome {
                 json: json!({
                     "run_dir": run_dir, "status": "finished", "reason": reason,
                     "best_candidate": best.map(|b| b.id), "best_speedup": speedup,
-                    "seed_speedup": seed_speedup, "best_files": written, "rounds": engine.round(),
+                    "seed_speedup": seed_speedup, "best_files": written, "report": report, "rounds": engine.round(),
                     "max_in_flight": max_in_flight,
                 }),
                 text,

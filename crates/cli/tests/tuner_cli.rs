@@ -29,6 +29,15 @@ fn without_an_llm_a_run_searches_with_the_tuner() {
     assert_eq!(j["status"], "finished");
     let best = std::fs::read_to_string(run_dir.join("best/kernel.c")).unwrap();
     assert!(best.starts_with("/* ksearch knobs: {"), "{best}");
+    // The run ends with its report written, and says where.
+    let report = run_dir.join("report.html");
+    assert_eq!(j["report"], report.to_str().unwrap(), "{j}");
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        html.contains("<svg") && html.contains("tiny_softmax_tunable"),
+        "{}",
+        &html[..html.len().min(500)]
+    );
     let show = ksearch_in(work.path(), &["show", run_dir.to_str().unwrap(), "--json"], &[]).json();
     // The seed (all defaults) plus 4 tuner rounds, each a distinct knob assignment.
     let candidates = show["candidates"].as_array().unwrap();
