@@ -1,13 +1,19 @@
 //! The knob tuner: a brain that needs no LLM (docs/templates.md). It answers the engine's
 //! planner requests with edit scripts whose actions are knob assignments, and its coder
 //! requests by rendering the task's template. It keeps no state of its own: everything it
-//! decides is derived from the engine's state (the world model and the measured candidates),
-//! so a tuner run replays and resumes like any other.
+//! decides is derived from the engine's state (the world model, the measured candidates and the
+//! run's seed), so a tuner run replays and resumes like any other.
+
+mod history;
 
 use crate::engine::{CodeKind, Engine, PlanKind, Request, Strategy};
 use crate::world_model::Node;
+use history::History;
 use indexmap::IndexMap;
-use ksearch_spec::{Assignment, KernelTemplate};
+use ksearch_spec::{
+    describe_assignment, Assignment, ConstraintError, KernelTemplate, KnobSpace, RenderError, SpecError,
+    TemplateRenderer,
+};
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
 
@@ -16,31 +22,129 @@ use std::collections::{HashMap, HashSet};
 const MARK: &str = "/* ksearch knobs: ";
 const PY_MARK: &str = "# ksearch knobs: ";
 
+/// Spaces with at most this many valid assignments are rendered in full when the tuner is
+/// made, so a template that breaks for some assignment is rejected before the search, naming
+/// the file, the line and the assignment.
+pub const RENDER_ALL_LIMIT: usize = 4096;
+
+/// Spaces of at most this many assignments (valid or not) are walked to count or render the
+/// valid ones; larger ones only ever see the assignments the search reaches.
+const ENUMERATE_LIMIT: u128 = 65_536;
+
+/// The largest score the run's seed adds to a move: enough to reorder moves whose scores tie
+/// or nearly tie (two values one step either side, knobs with the same prior), too little to
+/// override a measured gain of a few percent (a 10% gain adds about 0.1).
+const SEED_JITTER: f64 = 0.03;
+
+/// Why the tuner cannot be made for a template, or cannot answer a request.
+#[derive(Debug, thiserror::Error)]
+pub enum TunerError {
+    /// The knob file or the template does not fit the target (names the file).
+    #[error("{0}")]
+    Spec(#[from] SpecError),
+    #[error("{knobs}: the default assignment ({assignment}) is not valid on this target: {error}")]
+    InvalidDefault {
+        knobs: String,
+        assignment: String,
+        error: ConstraintError,
+    },
+    /// An assignment asked for breaks a constraint on this hardware (a run resumed on other
+    /// hardware than it was planned on).
+    #[error("{knobs}: {assignment} is not valid on this target: {error}")]
+    Invalid {
+        knobs: String,
+        assignment: String,
+        error: ConstraintError,
+    },
+    #[error("{0}")]
+    Render(#[from] RenderError),
+    /// Every assignment the tuner can reach has been evaluated: the search is over.
+    #[error("the knob space is exhausted: {0}")]
+    Exhausted(String),
+    #[error("node {0} carries no knob assignment")]
+    NoAssignment(String),
+    #[error("the tuner answers only planner and coder requests")]
+    NotMine,
+}
+
 pub struct Tuner {
     template: KernelTemplate,
+    renderer: TemplateRenderer,
     /// The target's hardware figures, for constraints and the template.
     hw: IndexMap<String, f64>,
     /// Per knob, the prior (0-1) that changing it helps, from the knowledge base.
     priors: HashMap<String, f64>,
+    /// What the priors are of (`memory-bound`), for the actions' rationale.
+    prior_basis: Option<String>,
+}
+
+/// One candidate step of the search: the knob it changes, the assignment, its score.
+#[derive(Debug, Clone)]
+struct Move {
+    knob: String,
+    assignment: Assignment,
+    score: f64,
 }
 
 impl Tuner {
-    /// Fails when the all-defaults assignment breaks a constraint on this hardware (the task's
-    /// template cannot run here) or does not render.
+    /// The tuner for `template` on hardware `hw`, the template named `<file>.j2` in messages.
+    /// See [`Tuner::for_template`].
     pub fn new(
         template: KernelTemplate,
         hw: IndexMap<String, f64>,
         priors: HashMap<String, f64>,
-    ) -> Result<Tuner, String> {
-        let tuner = Tuner { template, hw, priors };
-        let default = tuner.template.space.default_assignment();
-        tuner
-            .template
-            .space
+    ) -> Result<Tuner, TunerError> {
+        let path = format!("{}.j2", template.file);
+        Tuner::for_template(template, &path, hw, priors)
+    }
+
+    /// The tuner for `template` (named `path` in messages) on hardware `hw`. Fails, naming the
+    /// file at fault, when a constraint or the template reads a hardware figure the target
+    /// lacks, when the all-defaults assignment breaks a constraint or does not render, or, for
+    /// spaces of at most [`RENDER_ALL_LIMIT`] valid assignments, when any of them does not
+    /// render.
+    pub fn for_template(
+        template: KernelTemplate,
+        path: &str,
+        hw: IndexMap<String, f64>,
+        priors: HashMap<String, f64>,
+    ) -> Result<Tuner, TunerError> {
+        template.space.check_figures(&hw)?;
+        template.check_figures(path, &hw)?;
+        let renderer = template.renderer(path)?;
+        let tuner = Tuner {
+            template,
+            renderer,
+            hw,
+            priors,
+            prior_basis: None,
+        };
+        let space = tuner.space();
+        let default = space.default_assignment();
+        space
             .check(&default, &tuner.hw)
-            .map_err(|e| format!("the default knob assignment is not valid here: {e}"))?;
+            .map_err(|error| TunerError::InvalidDefault {
+                knobs: space.file_name().to_string(),
+                assignment: describe_assignment(&default),
+                error,
+            })?;
         tuner.render(&default)?;
+        if space.size() <= ENUMERATE_LIMIT {
+            let valid = space.enumerate_valid(&tuner.hw, RENDER_ALL_LIMIT + 1);
+            if valid.len() <= RENDER_ALL_LIMIT {
+                for a in &valid {
+                    tuner.renderer.render(a, &tuner.hw)?;
+                }
+            }
+        }
         Ok(tuner)
+    }
+
+    /// Names what the priors are of (the task's regime, `memory-bound`) in the actions'
+    /// rationale.
+    pub fn with_prior_basis(mut self, basis: impl Into<String>) -> Tuner {
+        self.prior_basis = Some(basis.into());
+        self
     }
 
     /// The template's file name (the rendered kernel's).
@@ -48,39 +152,62 @@ impl Tuner {
         &self.template.file
     }
 
-    /// The kernel for `a`, its first line recording the assignment.
-    pub fn render(&self, a: &Assignment) -> Result<String, String> {
-        let mut env = minijinja::Environment::new();
-        env.set_keep_trailing_newline(true);
-        env.add_template("kernel", &self.template.source)
-            .map_err(|e| format!("the template does not parse: {e}"))?;
-        let mut ctx: serde_json::Map<String, serde_json::Value> = a
-            .iter()
-            .map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default()))
-            .collect();
-        ctx.insert("hw".into(), json!(self.hw));
-        let body = env
-            .get_template("kernel")
-            .and_then(|t| t.render(serde_json::Value::Object(ctx)))
-            .map_err(|e| format!("the template does not render for {}: {e:#}", describe(a)))?;
-        let json = serde_json::to_string(a).unwrap_or_default();
-        Ok(if self.template.file.ends_with(".py") {
-            format!("{PY_MARK}{json}\n{body}")
+    fn space(&self) -> &KnobSpace {
+        &self.template.space
+    }
+
+    /// The kernel for `a`, its first line recording the assignment. The constraints are checked
+    /// again here: a run resumed on other hardware may hold assignments planned for the first.
+    pub fn render(&self, a: &Assignment) -> Result<String, TunerError> {
+        self.space().check(a, &self.hw).map_err(|error| TunerError::Invalid {
+            knobs: self.space().file_name().to_string(),
+            assignment: describe_assignment(a),
+            error,
+        })?;
+        let body = self.renderer.render(a, &self.hw)?;
+        Ok(format!("{}{body}", self.mark(a)))
+    }
+
+    /// The first line of a kernel for `a`.
+    fn mark(&self, a: &Assignment) -> String {
+        if self.template.file.ends_with(".py") {
+            format!("{PY_MARK}{}\n", key(a))
         } else {
-            format!("{MARK}{json} */\n{body}")
-        })
+            format!("{MARK}{} */\n", key(a))
+        }
+    }
+
+    /// A kernel for `a` that cannot build and says why: what the coder answers when `a` does
+    /// not render, so the failure is a failed candidate of the search (recorded with the
+    /// template, line and assignment, never tried again) rather than the end of the run.
+    fn failing_kernel(&self, a: &Assignment, error: &TunerError) -> String {
+        let message =
+            format!("ksearch: the knob tuner could not render this kernel: {error}").replace(['\n', '\r'], " ");
+        // A JSON string is a valid C and Python string literal for any text.
+        let literal = serde_json::Value::String(message).to_string();
+        if self.template.file.ends_with(".py") {
+            format!("{}raise RuntimeError({literal})\n", self.mark(a))
+        } else {
+            format!("{}#error {literal}\n", self.mark(a))
+        }
     }
 
     /// The seed: the all-defaults assignment, rendered.
-    pub fn seed(&self) -> Result<String, String> {
-        self.render(&self.template.space.default_assignment())
+    pub fn seed(&self) -> Result<String, TunerError> {
+        self.render(&self.space().default_assignment())
     }
 
-    /// Answers a planner or coder request of `engine`.
+    /// Answers a planner or coder request of `engine`. `Err` is the text of a fatal failure of
+    /// the request, which ends the search with it as the reason: the knob space is exhausted,
+    /// or the request is not one the tuner answers.
     pub fn answer(&self, engine: &Engine, request: &Request) -> Result<String, String> {
-        let history = History::of(self, engine);
+        self.try_answer(engine, request).map_err(|e| e.to_string())
+    }
+
+    fn try_answer(&self, engine: &Engine, request: &Request) -> Result<String, TunerError> {
+        let history = History::of(self.space(), engine);
         match request {
-            Request::Plan { plan, .. } => Ok(self.plan(engine, plan, &history).to_string()),
+            Request::Plan { plan, .. } => Ok(self.plan(engine, plan, &history)?.to_string()),
             Request::Code {
                 code,
                 node_id,
@@ -90,22 +217,23 @@ impl Tuner {
                 let a = match engine.config().strategy {
                     Strategy::WorldModel => self.code(engine, *code, node_id, &history)?,
                     // No tree (`refine`, `evolve`): one step from the candidate the round builds on.
-                    _ => self.step_from(engine, *code, *base_candidate, &history),
+                    _ => self.step_from(engine, *code, *base_candidate, &history)?,
                 };
                 let fence = match self.file().rsplit_once('.').map(|(_, ext)| ext) {
                     Some("py") => "python",
                     Some("cu") => "cuda",
                     _ => "c",
                 };
-                Ok(format!("```{fence} {}\n{}```\n", self.file(), self.render(&a)?))
+                let source = self.render(&a).unwrap_or_else(|e| self.failing_kernel(&a, &e));
+                Ok(format!("```{fence} {}\n{source}```\n", self.file()))
             }
-            _ => Err("the tuner answers only planner and coder requests".into()),
+            _ => Err(TunerError::NotMine),
         }
     }
 
-    fn plan(&self, engine: &Engine, plan: &PlanKind, h: &History) -> serde_json::Value {
+    fn plan(&self, engine: &Engine, plan: &PlanKind, h: &History) -> Result<serde_json::Value, TunerError> {
         let wm = engine.world_model();
-        let default = self.template.space.default_assignment();
+        let default = self.space().default_assignment();
         // Children start from the best configuration measured at their parent: the code a
         // child's action builds on (the engine's base candidate) is that one too.
         let solved = |n: &Node| {
@@ -126,77 +254,171 @@ impl Tuner {
         let base = base.unwrap_or_else(|| default.clone());
         let mut ops = Vec::new();
         if let PlanKind::Refine { node_id } = plan {
-            // The measurement becomes the node's rating: 5 is "as fast as its parent".
-            if let Some(gain) = h.node_gain(engine, node_id) {
-                let rating = (5.0 + 10.0 * gain.ln()).clamp(0.0, 10.0);
+            if let Some(m) = History::node_gain(engine, node_id) {
+                // The measurement becomes the node's rating: 5 is "as fast as its parent", and
+                // a change within the noise of the two measurements is no change. The noisier
+                // the measurements, the less the rating is to be trusted.
+                let rating = if m.significant {
+                    (5.0 + 10.0 * m.gain.ln()).clamp(0.0, 10.0)
+                } else {
+                    5.0
+                };
+                let notes = if m.significant {
+                    format!("measured {:.3}x its parent (noise {:.1}%)", m.gain, 100.0 * m.noise)
+                } else {
+                    format!(
+                        "measured {:.3}x its parent, within the noise ({:.1}%): no gain",
+                        m.gain,
+                        100.0 * m.noise
+                    )
+                };
                 ops.push(json!({"op": "update_node", "node_id": node_id, "set": {
-                    "overall_rating": round2(rating), "confidence": 0.8,
-                    "notes": format!("measured {:.3}x its parent", gain)}}));
+                    "overall_rating": round2(rating), "confidence": round2(confidence(m.noise)),
+                    "notes": notes}}));
             }
         }
-        for (knob, a) in self.best_moves(&base, h, 3) {
-            let value = a.get(&knob).map(|v| v.to_string()).unwrap_or_default();
-            let score = self.knob_score(&knob, h);
+        // Open actions whose assignment was evaluated since they were planned (an improve step
+        // of another cycle reached it) would only be evaluated again: they go.
+        let active = wm.tree().active_leaf_id();
+        let mut stale = HashSet::new();
+        for n in wm.tree().nodes().iter().filter(|n| n.is_open_action()) {
+            let tried = node_assignment(Some(n)).is_some_and(|a| h.tried.contains(&key(&a)));
+            if tried && n.node_id != active && !wm.tree().has_children(&n.node_id) {
+                stale.insert(n.node_id.clone());
+                ops.push(json!({"op": "delete_node", "node_id": n.node_id}));
+            }
+        }
+        let open_left = wm.frontier().iter().filter(|n| !stale.contains(&n.node_id)).count();
+        let skip = |k: &str| h.tried.contains(k) || h.planned.contains(k);
+        let mut moves = self.best_moves(&base, h, 3, engine.config().rng_seed, &skip);
+        if moves.is_empty() {
+            // Nothing new one step from the base: the nearest untried step from the best other
+            // measured assignments, so the search goes on wherever untried ones are left.
+            moves = h
+                .by_merit
+                .iter()
+                .map(|b| self.best_moves(b, h, 3, engine.config().rng_seed, &skip))
+                .find(|m| !m.is_empty())
+                .unwrap_or_default();
+        }
+        if moves.is_empty() && open_left == 0 {
+            return Err(self.exhausted(h));
+        }
+        for m in moves {
+            let value = m.assignment.get(&m.knob).map(|v| v.to_string()).unwrap_or_default();
+            let prior = match &self.prior_basis {
+                Some(basis) => format!("prior {:.2} ({basis})", self.prior(&m.knob)),
+                None => format!("prior {:.2}", self.prior(&m.knob)),
+            };
             ops.push(json!({"op": "insert_node", "node": {
                 "parent_id": base_node,
-                "decision": format!("knob {knob}"),
-                "choice": format!("{knob} = {value}"),
-                "overall_rating": round2(5.0 + 5.0 * (score - 0.5)),
+                "decision": format!("knob {}", m.knob),
+                "choice": format!("{} = {value}", m.knob),
+                "overall_rating": round2(5.0 + 5.0 * (self.knob_score(&m.knob, h) - 0.5)),
                 "confidence": 0.3,
-                "notes": self.template.space.knob(&knob).map(|k| k.help.clone()).unwrap_or_default(),
+                "notes": self.space().knob(&m.knob).map(|k| k.help.clone()).unwrap_or_default(),
                 "action": {
-                    "title": format!("set {knob} = {value}"),
-                    "description": format!("knobs: {}", serde_json::to_string(&a).unwrap_or_default()),
-                    "rationale": format!("prior {:.2} from the pattern library, adjusted by measurements", self.prior(&knob)),
+                    "title": format!("set {} = {value}", m.knob),
+                    "description": format!("knobs: {}", key(&m.assignment)),
+                    "rationale": format!("{prior} from the pattern library, adjusted by measurements"),
                     "difficulty": 1,
-                    "score": round2(score),
+                    "score": round2(m.score.clamp(0.0, 1.0)),
                 }
             }}));
         }
-        json!({"ops": ops})
+        Ok(json!({ "ops": ops }))
     }
 
-    fn code(&self, engine: &Engine, kind: CodeKind, node_id: &str, h: &History) -> Result<Assignment, String> {
+    fn code(&self, engine: &Engine, kind: CodeKind, node_id: &str, h: &History) -> Result<Assignment, TunerError> {
         let node_a = node_assignment(engine.world_model().node(node_id))
-            .ok_or_else(|| format!("node {node_id} carries no knob assignment"))?;
+            .ok_or_else(|| TunerError::NoAssignment(node_id.to_string()))?;
         let from = match kind {
-            CodeKind::Action => return Ok(node_a),
+            // The node's own assignment, unless it was evaluated meanwhile or breaks a
+            // constraint here (planned on other hardware): then the nearest untried step from it.
+            CodeKind::Action => {
+                if !h.tried.contains(&key(&node_a)) && self.space().check(&node_a, &self.hw).is_ok() {
+                    return Ok(node_a);
+                }
+                node_a
+            }
             // Improve: step from the best of this node's candidates; debug: from what failed.
             CodeKind::Improve => h.best_for_node(node_id).unwrap_or(node_a),
             CodeKind::Debug => h.last_for_node(node_id).unwrap_or(node_a),
         };
-        Ok(self
-            .best_moves(&from, h, 1)
-            .into_iter()
-            .next()
-            .map(|(_, a)| a)
-            .unwrap_or(from))
+        self.next_untried(engine, &from, h)
     }
 
     /// For the strategies without a tree: the best untried one-knob step from the base
     /// candidate's assignment (the defaults when there is none, which are also the answer to a
-    /// request to write the kernel from the specification).
-    fn step_from(&self, engine: &Engine, kind: CodeKind, base: Option<i64>, h: &History) -> Assignment {
+    /// request to write the kernel from the specification, unless they were evaluated already).
+    fn step_from(
+        &self,
+        engine: &Engine,
+        kind: CodeKind,
+        base: Option<i64>,
+        h: &History,
+    ) -> Result<Assignment, TunerError> {
         let from = base
             .and_then(|id| engine.candidate(id))
             .and_then(|c| c.sources.iter().find_map(|s| read_mark(&s.content)));
-        match from {
-            None if kind == CodeKind::Action => self.template.space.default_assignment(),
-            from => {
-                let from = from.unwrap_or_else(|| self.template.space.default_assignment());
-                self.best_moves(&from, h, 1)
-                    .into_iter()
-                    .next()
-                    .map(|(_, a)| a)
-                    .unwrap_or(from)
+        let from = match from {
+            Some(from) => from,
+            None => {
+                let default = self.space().default_assignment();
+                if kind == CodeKind::Action && !h.tried.contains(&key(&default)) {
+                    return Ok(default);
+                }
+                default
             }
-        }
+        };
+        self.next_untried(engine, &from, h)
     }
 
-    /// The `n` most promising untried, valid one-step changes of `from`, with the knob changed.
-    fn best_moves(&self, from: &Assignment, h: &History, n: usize) -> Vec<(String, Assignment)> {
-        let space = &self.template.space;
-        let mut moves: Vec<(f64, usize, String, Assignment)> = Vec::new();
+    /// The best untried step from `from`, else from the best other evaluated assignments
+    /// (planned but unevaluated assignments are left to their actions while anything else is
+    /// left); `Exhausted` when every assignment reachable by one-knob steps has been evaluated.
+    fn next_untried(&self, engine: &Engine, from: &Assignment, h: &History) -> Result<Assignment, TunerError> {
+        let seed = engine.config().rng_seed;
+        let unplanned = |k: &str| h.tried.contains(k) || h.planned.contains(k);
+        let untried = |k: &str| h.tried.contains(k);
+        for skip in [&unplanned as &dyn Fn(&str) -> bool, &untried] {
+            let found = std::iter::once(from)
+                .chain(h.by_merit.iter())
+                .find_map(|b| self.best_moves(b, h, 1, seed, skip).into_iter().next());
+            if let Some(m) = found {
+                return Ok(m.assignment);
+            }
+        }
+        Err(self.exhausted(h))
+    }
+
+    fn exhausted(&self, h: &History) -> TunerError {
+        let space = self.space();
+        let of = if space.size() <= ENUMERATE_LIMIT {
+            let valid = space.enumerate_valid(&self.hw, usize::MAX).len();
+            format!(" ({} of the {valid} valid assignments)", h.tried.len())
+        } else {
+            String::new()
+        };
+        TunerError::Exhausted(format!(
+            "every assignment reachable by one-knob steps from the {} evaluated has been evaluated{of}",
+            h.tried.len()
+        ))
+    }
+
+    /// The `n` most promising valid one-step changes of `from` that `skip` does not rule out.
+    /// The run's seed breaks ties and near-ties, so different seeds explore differently and
+    /// the same seed replays the same choices.
+    fn best_moves(
+        &self,
+        from: &Assignment,
+        h: &History,
+        n: usize,
+        seed: u64,
+        skip: &dyn Fn(&str) -> bool,
+    ) -> Vec<Move> {
+        let space = self.space();
+        let mut moves: Vec<(usize, Move)> = Vec::new();
         let mut seen: HashSet<String> = HashSet::new();
         for (i, knob) in space.knobs.iter().enumerate() {
             let Some(pos) = from
@@ -214,36 +436,40 @@ impl Tuner {
                 let Some(a) = self.valid_or_repaired(a, &knob.name) else {
                     continue;
                 };
-                let key = serde_json::to_string(&a).unwrap_or_default();
-                if h.tried.contains(&key) || !seen.insert(key) {
+                let k = key(&a);
+                if skip(&k) || !seen.insert(k.clone()) {
                     continue;
                 }
                 let distance = pos.abs_diff(j) as f64;
+                let score = self.knob_score(&knob.name, h) - 0.01 * distance + jitter(seed, &k);
                 moves.push((
-                    self.knob_score(&knob.name, h) - 0.01 * distance,
                     i,
-                    knob.name.clone(),
-                    a,
+                    Move {
+                        knob: knob.name.clone(),
+                        assignment: a,
+                        score,
+                    },
                 ));
             }
         }
         // Highest score first; ties by knob order, then value order (stable sort keeps it).
         moves.sort_by(|x, y| {
-            y.0.partial_cmp(&x.0)
+            y.1.score
+                .partial_cmp(&x.1.score)
                 .unwrap_or(std::cmp::Ordering::Equal)
-                .then(x.1.cmp(&y.1))
+                .then(x.0.cmp(&y.0))
         });
         let mut seen_knobs = HashSet::new();
-        let mut out = Vec::new();
+        let mut out: Vec<Move> = Vec::new();
         // Prefer distinct knobs (true alternatives), then fill with the rest.
-        for m in &moves {
-            if out.len() < n && seen_knobs.insert(m.2.clone()) {
-                out.push((m.2.clone(), m.3.clone()));
+        for (_, m) in &moves {
+            if out.len() < n && seen_knobs.insert(m.knob.clone()) {
+                out.push(m.clone());
             }
         }
-        for m in &moves {
-            if out.len() < n && !out.iter().any(|o: &(String, Assignment)| o.1 == m.3) {
-                out.push((m.2.clone(), m.3.clone()));
+        for (_, m) in &moves {
+            if out.len() < n && !out.iter().any(|o| o.assignment == m.assignment) {
+                out.push(m.clone());
             }
         }
         out
@@ -252,7 +478,7 @@ impl Tuner {
     /// `a` if it satisfies every constraint, else the valid assignment nearest to it that changes
     /// one knob other than `fixed` (fewest value steps; knob order breaks ties).
     fn valid_or_repaired(&self, a: Assignment, fixed: &str) -> Option<Assignment> {
-        let space = &self.template.space;
+        let space = self.space();
         if space.check(&a, &self.hw).is_ok() {
             return Some(a);
         }
@@ -281,7 +507,8 @@ impl Tuner {
     }
 
     /// Prior, sharpened by what changes of this knob did: each measured change moves the score
-    /// by its log gain (a 10% gain adds about 0.1), at most halfway to 0 or 1.
+    /// by its log gain (a 10% gain adds about 0.1; a change within the noise adds nothing), at
+    /// most halfway to 0 or 1.
     fn knob_score(&self, knob: &str, h: &History) -> f64 {
         let prior = self.prior(knob);
         match h.knob_gains.get(knob) {
@@ -294,77 +521,30 @@ impl Tuner {
     }
 }
 
-/// What the measurements say, derived from the engine's candidates.
-struct History {
-    /// Assignments already rendered (as JSON), whatever their outcome.
-    tried: HashSet<String>,
-    /// Per knob, ln(speedup / parent's speedup) of every measured change of that knob.
-    knob_gains: HashMap<String, Vec<f64>>,
-    /// Per node: (assignment, speedup or None if failed), in candidate order.
-    per_node: HashMap<String, Vec<(Assignment, Option<f64>)>>,
-    speedups: HashMap<i64, f64>,
+/// How far a measured rating is to be trusted: 0.8 for noiseless measurements, falling as the
+/// noise (relative IQR) rises: 0.67 at 2%, 0.4 at 10%.
+fn confidence(noise: f64) -> f64 {
+    0.8 / (1.0 + 10.0 * noise.max(0.0))
 }
 
-impl History {
-    fn of(tuner: &Tuner, engine: &Engine) -> History {
-        let mut h = History {
-            tried: HashSet::new(),
-            knob_gains: HashMap::new(),
-            per_node: HashMap::new(),
-            speedups: HashMap::new(),
-        };
-        let mut assignments: HashMap<i64, Assignment> = HashMap::new();
-        for c in engine.candidates() {
-            let Some(a) = c.sources.iter().find_map(|s| read_mark(&s.content)) else {
-                continue;
-            };
-            h.tried.insert(serde_json::to_string(&a).unwrap_or_default());
-            let speedup = c.speedup();
-            if let Some(s) = speedup {
-                h.speedups.insert(c.id, s);
-            }
-            if let (Some(s), Some(parent)) = (speedup, c.parent) {
-                if let (Some(ps), Some(pa)) = (h.speedups.get(&parent).copied(), assignments.get(&parent)) {
-                    for knob in &tuner.template.space.knobs {
-                        if a.get(&knob.name) != pa.get(&knob.name) {
-                            h.knob_gains.entry(knob.name.clone()).or_default().push((s / ps).ln());
-                        }
-                    }
-                }
-            }
-            h.per_node
-                .entry(c.node_id.clone())
-                .or_default()
-                .push((a.clone(), speedup));
-            assignments.insert(c.id, a);
-        }
-        h
+/// A number in [0, SEED_JITTER) drawn from the run's seed and the assignment: a pure function,
+/// so the same seed makes the same choices in a replay or a resume.
+fn jitter(seed: u64, key: &str) -> f64 {
+    // FNV-1a over the key, mixed with the seed by splitmix64's finaliser.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
+    let mut z = h ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64 * SEED_JITTER
+}
 
-    fn best_for_node(&self, node: &str) -> Option<Assignment> {
-        self.per_node
-            .get(node)?
-            .iter()
-            .filter_map(|(a, s)| s.map(|s| (a, s)))
-            .fold(None, |best: Option<(&Assignment, f64)>, (a, s)| match best {
-                Some((_, bs)) if bs >= s => best,
-                _ => Some((a, s)),
-            })
-            .map(|(a, _)| a.clone())
-    }
-
-    fn last_for_node(&self, node: &str) -> Option<Assignment> {
-        self.per_node.get(node)?.last().map(|(a, _)| a.clone())
-    }
-
-    /// Speedup of a solved node over its parent's attached solution.
-    fn node_gain(&self, engine: &Engine, node_id: &str) -> Option<f64> {
-        let wm = engine.world_model();
-        let node = wm.node(node_id)?;
-        let own = node.solution_ref.as_ref()?.speedup;
-        let parent = wm.node(node.parent_id.as_deref()?)?.solution_ref.as_ref()?.speedup;
-        (parent > 0.0 && own > 0.0).then(|| own / parent)
-    }
+/// An assignment as the tuner records it (JSON, in the knob file's order).
+fn key(a: &Assignment) -> String {
+    serde_json::to_string(a).unwrap_or_default()
 }
 
 /// The assignment an action carries (`knobs: {...}` in its description).
@@ -382,10 +562,31 @@ fn read_mark(source: &str) -> Option<Assignment> {
     serde_json::from_str(json).ok()
 }
 
-fn describe(a: &Assignment) -> String {
-    a.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
-}
-
 fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_is_a_small_pure_function_of_seed_and_assignment() {
+        let a = jitter(1, "{\"x\":1}");
+        assert_eq!(a, jitter(1, "{\"x\":1}"));
+        assert_ne!(a, jitter(2, "{\"x\":1}"));
+        assert_ne!(a, jitter(1, "{\"x\":2}"));
+        for s in 0..200 {
+            let j = jitter(s, "k");
+            assert!((0.0..SEED_JITTER).contains(&j), "{j}");
+        }
+    }
+
+    #[test]
+    fn confidence_falls_as_noise_rises() {
+        assert_eq!(confidence(0.0), 0.8);
+        assert!(confidence(0.02) < confidence(0.0));
+        assert!(confidence(0.10) < confidence(0.02));
+        assert!(confidence(0.10) > 0.0);
+    }
 }

@@ -172,4 +172,16 @@ fn malformed_annotations_cost_the_sweep_not_the_kernel() {
         engine.candidates().iter().skip(1).all(|c| c.passed()),
         "the kernels themselves were measured"
     );
+    // The kernel that improved its cycle (and would have been swept) says why it was not.
+    let first = &engine.candidates()[1];
+    assert_eq!(
+        first.note.as_deref(),
+        Some(
+            "knob annotations not swept (fix them to have the values tried): kernel.c:1: knob BLOCK: the source \
+             holds '48', which is not among the listed values [32, 64]"
+        )
+    );
+    // Without a share, annotations are not offered, so nothing is said about them.
+    let (engine, _, _) = run(0.0, 6, BAD);
+    assert!(engine.candidates().iter().all(|c| c.note.is_none()));
 }

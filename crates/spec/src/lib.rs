@@ -24,7 +24,10 @@ pub use definition::{Axis, Definition, TensorSpec};
 pub use dtype::{DType, Tolerance};
 pub use error::{Problem, SpecError};
 pub use expertise::{Expertise, ExpertiseConfig, MAX_EXPERTISE_CHARS};
-pub use knobs::{Assignment, Constraint, KernelTemplate, Knob, KnobSpace, KnobValue};
+pub use knobs::{
+    describe_assignment, Assignment, Constraint, ConstraintError, KernelTemplate, Knob, KnobSpace, KnobValue,
+    RenderError, TemplateRenderer,
+};
 pub use resources::KernelResources;
 pub use solution::{check_source_path, language_of, language_of_in, BuildSpec, Solution, SourceFile};
 pub use task::{builtin_names, Task, TaskOrigin};

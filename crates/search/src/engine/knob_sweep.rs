@@ -39,17 +39,27 @@ pub(super) fn is_variant(e: &Engine, candidate_id: i64) -> bool {
 /// After a coder's candidate passed and improved its cycle: starts a sweep over its annotated
 /// knobs if it has any and budget is left. Returns whether an evaluation was requested.
 pub(super) fn maybe_start(e: &mut Engine, candidate_id: i64) -> bool {
-    if e.sweep_rounds >= budget(e) || e.round >= e.config.rounds {
+    // Without a share the annotation is not offered to the coder, so there is nothing to read.
+    if budget(e) == 0 {
         return false;
     }
     let Some(c) = e.candidate(candidate_id) else {
         return false;
     };
-    // Malformed annotations only cost the sweep; the kernel itself was measured as written.
-    let Ok(knobs) = annotated_knobs(c.sources.iter().map(|s| (s.path.as_str(), s.content.as_str()))) else {
-        return false;
+    let knobs = match annotated_knobs(c.sources.iter().map(|s| (s.path.as_str(), s.content.as_str()))) {
+        Ok(knobs) => knobs,
+        Err(problems) => {
+            // Malformed annotations only cost the sweep; the kernel itself was measured as
+            // written. The problems become the candidate's note, which the report shows and the
+            // coder's next improve round (this candidate is now the cycle's best) can be shown.
+            let note = annotation_note(&problems);
+            if let Some(c) = e.candidates.iter_mut().find(|c| c.id == candidate_id) {
+                c.note = Some(note);
+            }
+            return false;
+        }
     };
-    if knobs.is_empty() {
+    if knobs.is_empty() || e.sweep_rounds >= budget(e) || e.round >= e.config.rounds {
         return false;
     }
     let values: Vec<String> = knobs.iter().map(|k| k.current.clone()).collect();
@@ -61,6 +71,14 @@ pub(super) fn maybe_start(e: &mut Engine, candidate_id: i64) -> bool {
         pending: None,
     });
     next(e)
+}
+
+/// The note of a kernel whose knob annotations could not be read: every `file:line` problem.
+fn annotation_note(problems: &[String]) -> String {
+    format!(
+        "knob annotations not swept (fix them to have the values tried): {}",
+        problems.join("; ")
+    )
 }
 
 /// A variant was measured: keep it if it beats the sweep's best, then try the next one.
