@@ -181,6 +181,28 @@ fn malformed_annotations_cost_the_sweep_not_the_kernel() {
              holds '48', which is not among the listed values [32, 64]"
         )
     );
+    // The coder hears of it when asked to improve that kernel.
+    let (_, events, _) = run(0.5, 6, BAD);
+    let mut e = Engine::new();
+    let mut improve_prompts = Vec::new();
+    for event in &events {
+        e.apply(event).unwrap();
+        if let Some(Request::Code {
+            code: CodeKind::Improve,
+            messages,
+            ..
+        }) = e.pending()
+        {
+            improve_prompts.push(messages.last().unwrap().content.clone());
+        }
+    }
+    assert!(!improve_prompts.is_empty(), "no improve request in the run");
+    assert!(
+        improve_prompts
+            .iter()
+            .any(|p| p.contains("What ksearch noticed about this code: knob annotations not swept")),
+        "{improve_prompts:#?}"
+    );
     // Without a share, annotations are not offered, so nothing is said about them.
     let (engine, _, _) = run(0.0, 6, BAD);
     assert!(engine.candidates().iter().all(|c| c.note.is_none()));

@@ -66,7 +66,8 @@ pub struct EngineConfig {
     pub migration_interval: u32,
     /// `evolve`: bins of the MAP-Elites archive per descriptor (source size, loop count).
     pub archive_grid: [u32; 2],
-    /// Seed of the engine's PRNG (only `evolve` draws from it: parent and inspiration sampling).
+    /// Seed of the engine's PRNG: `evolve` draws parents and inspirations from it, and the knob
+    /// tuner breaks ties between equally scored moves with it.
     pub rng_seed: u64,
     /// Share of `rounds` that knob sweeps of written kernels may use together (world-model
     /// strategy; 0 turns them off and drops the annotation from the coder's instructions).

@@ -224,6 +224,8 @@ pub(super) fn code_prompt(e: &Engine, kind: CodeKind, node_id: &str) -> Result<S
                 "verdict": best.map(describe).unwrap_or_default(),
                 "workloads": best.and_then(|b| b.result.as_ref()).map(measurement_lines).unwrap_or_default(),
                 "files": best.map(files).unwrap_or_default(),
+                // e.g. knob annotations that could not be read: the coder fixes them or not.
+                "note": best.and_then(|b| b.note.clone()).unwrap_or_default(),
             });
             "code_improve.j2"
         }
