@@ -1,19 +1,20 @@
-//! `ksearch dashboard [RUN_DIR...] [--dir RUNS] [--port P]`: a local web server showing runs
-//! live while they progress, several side by side (a comparison chart of the best speedup by
-//! round, and a column per run).
+//! `ksearch dashboard [RUN_DIR...] [--dir RUNS] [--port P] [--x-axis KIND]`: a local web server
+//! showing runs live while they progress, several side by side (a comparison chart of the best
+//! speedup by round or by what the runs spent, and a column per run).
 //!
 //! The page polls `api/state`, a stamp made from the run stores' file sizes and times, and
 //! fetches the re-rendered body when it changes. Runs are addressed by name (`run/NAME`), so a
-//! link keeps its run when another one appears. Reports are read through the run store (SQLite
+//! link keeps its run when another one appears. The comparison's axis is part of the address
+//! (`?x=dollars`), so the page asks for it with every update and a reload keeps it. Reports are read through the run store (SQLite
 //! in WAL mode, so reading never blocks the run that writes) and cached until the files change.
 
 use anyhow::Context;
 use axum::extract::{Path as UrlPath, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use ksearch_report::{Renderer, RunReport};
+use ksearch_report::{Renderer, RunReport, XAxis};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, SocketAddr};
@@ -38,6 +39,10 @@ pub(crate) struct DashboardArgs {
     /// How often the page checks the runs for progress, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     refresh_ms: u64,
+    /// What the comparison chart puts across until the page chooses otherwise: round,
+    /// evaluations, device-seconds, wall-time, dollars or tokens.
+    #[arg(long, value_name = "KIND", default_value = "round")]
+    x_axis: XAxis,
 }
 
 /// What identifies a run store's content: sizes and modification times of the database and its
@@ -68,6 +73,8 @@ struct Dashboard {
     run_dirs: Vec<PathBuf>,
     watch: Option<PathBuf>,
     refresh_ms: u64,
+    /// The comparison's axis when the address names none.
+    x_axis: XAxis,
     renderer: Renderer,
     cache: Mutex<HashMap<PathBuf, Cached>>,
 }
@@ -178,17 +185,44 @@ fn links(runs: &[Arc<RunReport>]) -> Vec<String> {
         .collect()
 }
 
-fn body(d: &Dashboard, s: &Snapshot) -> Result<String, String> {
+/// The comparison's axis the address asks for (`?x=KIND`; the last one when repeated), else
+/// the dashboard's default.
+fn x_axis(d: &Dashboard, uri: &Uri) -> Result<XAxis, ksearch_report::UnknownXAxis> {
+    let asked = uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .rfind(|(k, _)| *k == "x")
+        .map(|(_, v)| v);
+    match asked {
+        None | Some("") => Ok(d.x_axis),
+        // Axis names are plain ASCII words, so the raw query value needs no decoding: an
+        // encoded one is no axis, and the message shows it as it came.
+        Some(v) => v.parse(),
+    }
+}
+
+/// An unknown axis is the reader's mistake: 400, with the kinds there are.
+fn bad_axis(e: ksearch_report::UnknownXAxis) -> Response {
+    (StatusCode::BAD_REQUEST, e.to_string()).into_response()
+}
+
+fn body(d: &Dashboard, s: &Snapshot, axis: XAxis) -> Result<String, String> {
     let runs: Vec<&RunReport> = s.runs.iter().map(|r| &**r).collect();
     d.renderer
-        .dashboard_body(&runs, &links(&s.runs), &s.problems)
+        .dashboard_body(&runs, &links(&s.runs), &s.problems, axis)
         .map_err(|e| e.to_string())
 }
 
-async fn page(State(d): State<Shared>) -> Response {
-    let result = with(d, |d| {
+async fn page(State(d): State<Shared>, uri: Uri) -> Response {
+    let axis = match x_axis(&d, &uri) {
+        Ok(a) => a,
+        Err(e) => return bad_axis(e),
+    };
+    let result = with(d, move |d| {
         let s = d.snapshot();
-        let body = body(d, &s)?;
+        let body = body(d, &s, axis)?;
         d.renderer
             .dashboard_page(&body, &s.stamp, d.refresh_ms)
             .map_err(|e| e.to_string())
@@ -201,10 +235,14 @@ async fn page(State(d): State<Shared>) -> Response {
     }
 }
 
-async fn fragment(State(d): State<Shared>) -> Response {
-    let result = with(d, |d| {
+async fn fragment(State(d): State<Shared>, uri: Uri) -> Response {
+    let axis = match x_axis(&d, &uri) {
+        Ok(a) => a,
+        Err(e) => return bad_axis(e),
+    };
+    let result = with(d, move |d| {
         let s = d.snapshot();
-        body(d, &s).map(|b| (b, s.stamp))
+        body(d, &s, axis).map(|b| (b, s.stamp))
     })
     .await;
     match result {
@@ -299,6 +337,7 @@ pub(crate) fn run(args: &DashboardArgs) -> anyhow::Result<u8> {
         run_dirs: args.run_dirs.clone(),
         watch,
         refresh_ms: args.refresh_ms.max(100),
+        x_axis: args.x_axis,
         renderer: Renderer::new(),
         cache: Mutex::new(HashMap::new()),
     });

@@ -1,6 +1,7 @@
 //! `ksearch dashboard`: a finished tuner run beside a scripted agent run that the test advances
-//! step by step. The page (in headless Chromium) shows both side by side with a comparison chart,
-//! and shows each new attempt without being reloaded; its JSON endpoint follows the run too.
+//! step by step. The page (in headless Chromium) shows both side by side with a comparison chart
+//! whose x axis the reader chooses, and shows each new attempt without being reloaded (and
+//! without losing that choice); its JSON endpoint follows the run too.
 
 mod browser;
 mod common;
@@ -47,8 +48,8 @@ fn start_dashboard(run_dirs: &[&str]) -> Server {
     Server { child, url }
 }
 
-/// GET `path` from the server; the body as JSON.
-fn get_json(server: &Server, path: &str) -> serde_json::Value {
+/// GET `path` from the server: the status line and the body.
+fn get(server: &Server, path: &str) -> (String, String) {
     let host = server.url.trim_start_matches("http://").trim_end_matches('/');
     let mut s = std::net::TcpStream::connect(host).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -56,8 +57,40 @@ fn get_json(server: &Server, path: &str) -> serde_json::Value {
     let mut response = String::new();
     s.read_to_string(&mut response).unwrap();
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+    (head.lines().next().unwrap_or("").to_string(), body.to_string())
+}
+
+/// GET `path` from the server; the body as JSON.
+fn get_json(server: &Server, path: &str) -> serde_json::Value {
+    let (status, body) = get(server, path);
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+/// Chooses the comparison chart's x axis in the page's selector, as a reader does.
+fn choose_axis(b: &mut browser::Browser, axis: &str) {
+    b.eval(&format!(
+        "(() => {{ const s = document.getElementById('x-axis'); s.value = {}; \
+         s.dispatchEvent(new Event('change', {{ bubbles: true }})); }})()",
+        serde_json::json!(axis)
+    ));
+}
+
+/// The axis the comparison chart is drawn along, as its box says.
+fn chart_axis(b: &mut browser::Browser) -> serde_json::Value {
+    b.eval("document.getElementById('comparison-chart').dataset.xAxis")
+}
+
+/// The texts plotters drew on the comparison chart (axis labels, ticks, the legend).
+fn chart_texts(b: &mut browser::Browser) -> Vec<String> {
+    let texts =
+        b.eval("Array.from(document.querySelectorAll('#comparison-chart text')).map(t => t.textContent.trim())");
+    texts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect()
 }
 
 /// Waits until `f` holds, for up to 30 s.
@@ -76,7 +109,8 @@ fn the_dashboard_shows_runs_side_by_side_and_follows_a_run_as_it_advances() {
     // The agent run by name, and the folder it is in: it is shown once, and a run started in
     // that folder later appears beside it.
     let work = agent.work.path().to_str().unwrap().to_string();
-    let server = start_dashboard(&[agent.dir(), "--dir", &work]);
+    // Runs of different brains are compared by evaluations, not rounds, unless the page says.
+    let server = start_dashboard(&[agent.dir(), "--dir", &work, "--x-axis", "evaluations"]);
     let state = get_json(&server, "/api/state");
     assert_eq!(state["runs"].as_array().unwrap().len(), 1, "{state}");
     let tuner = agent.work.path().join("tuner-run");
@@ -104,6 +138,14 @@ fn the_dashboard_shows_runs_side_by_side_and_follows_a_run_as_it_advances() {
     let run0 = get_json(&server, "/api/run/scripted-agent");
     assert_eq!(run0["tree"]["nodes"].as_array().unwrap().len(), 4);
     assert_eq!(state["runs"][1]["key"], "tuner-run", "{state}");
+    // The axis is the address's to choose; an unknown one is refused with the kinds there are.
+    let (status, body) = get(&server, "/fragment?x=tokens");
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    assert!(body.contains("data-x-axis=\"tokens\""), "{body}");
+    assert!(get(&server, "/fragment").1.contains("data-x-axis=\"evaluations\""));
+    let (status, body) = get(&server, "/?x=cost");
+    assert!(status.starts_with("HTTP/1.1 400"), "{status}");
+    assert!(body.contains("no x axis `cost`; one of round, evaluations,"), "{body}");
 
     let Some(mut b) =
         browser::browser_or_skip("the_dashboard_shows_runs_side_by_side_and_follows_a_run_as_it_advances")
@@ -136,6 +178,32 @@ fn the_dashboard_shows_runs_side_by_side_and_follows_a_run_as_it_advances() {
     // Anything set now disappears if the page is reloaded.
     b.eval("window.__still_here = 42");
 
+    // The comparison's x axis: --x-axis's until the reader picks another, which the page
+    // draws in place (no reload) and keeps in its address; every run stays on the chart.
+    let series = "#comparison-chart g.series";
+    assert_eq!(chart_axis(&mut b), "evaluations");
+    assert_eq!(b.count(series), 2, "a series per run");
+    assert!(
+        chart_texts(&mut b).iter().any(|t| t == "evaluations"),
+        "{:?}",
+        chart_texts(&mut b)
+    );
+    choose_axis(&mut b, "wall-time");
+    eventually("the chart is drawn along wall time", || {
+        chart_axis(&mut b) == "wall-time"
+    });
+    let texts = chart_texts(&mut b);
+    assert!(
+        texts.iter().any(|t| t.starts_with("wall time since start (")),
+        "{texts:?}"
+    );
+    assert!(!texts.iter().any(|t| t == "evaluations"), "{texts:?}");
+    assert_eq!(b.count(series), 2, "a series per run, whatever is across");
+    assert_eq!(b.count("#comparison-chart g.series.missing"), 0);
+    assert_eq!(b.eval("location.search"), "?x=wall-time");
+    assert_eq!(b.eval("document.getElementById('x-axis').value"), "wall-time");
+    assert_eq!(b.eval("window.__still_here"), 42, "choosing an axis reloaded the page");
+
     // A box scrolled by the reader stays where it was when the page updates (a style the
     // test adds to the page's head, which updates do not replace, makes the tree scroll).
     b.eval("document.head.insertAdjacentHTML('beforeend', '<style>#run-0-wm-tree { max-height: 80px; }</style>')");
@@ -150,9 +218,31 @@ fn the_dashboard_shows_runs_side_by_side_and_follows_a_run_as_it_advances() {
         40,
         "the update reset a scroll position"
     );
+    // The update kept the reader's axis.
+    assert_eq!(chart_axis(&mut b), "wall-time", "a live update lost the chosen axis");
+    assert!(chart_texts(&mut b)
+        .iter()
+        .any(|t| t.starts_with("wall time since start (")));
+    assert_eq!(b.count(series), 2);
+    assert_eq!(b.eval("document.getElementById('x-axis').value"), "wall-time");
+
+    // Dollars: neither run called an LLM of ksearch's (an agent, the tuner). Both stay on the
+    // chart, each with a note saying why it has no line.
+    choose_axis(&mut b, "dollars");
+    eventually("the chart is drawn along dollars", || chart_axis(&mut b) == "dollars");
+    assert_eq!(b.count(series), 2);
+    assert_eq!(b.count("#comparison-chart g.series.missing"), 2);
+    let texts = chart_texts(&mut b);
+    assert!(texts.iter().any(|t| t == "LLM dollars"), "{texts:?}");
+    assert!(
+        texts.iter().any(|t| t == "no LLM (agent)") && texts.iter().any(|t| t == "no LLM (knob tuner)"),
+        "{texts:?}"
+    );
     // The next one does not compile: a third attempt.
     assert!(agent.step());
     eventually("the page shows the third attempt", || b.count(points) == 3);
+    assert_eq!(chart_axis(&mut b), "dollars", "a live update lost the chosen axis");
+    assert_eq!(b.count(series), 2);
     assert_eq!(
         b.eval("window.__still_here"),
         42,
@@ -212,4 +302,13 @@ fn a_dashboard_of_a_folder_that_is_not_a_run_is_bad_input() {
     let r = ksearch(&["dashboard", dir.path().to_str().unwrap(), "--port", "0"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("not a run directory"), "{}", r.stderr);
+    // So is an axis that does not exist: said with the ones that do.
+    let r = ksearch(&["dashboard", "--x-axis", "cost", "--port", "0"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("no x axis `cost`; one of round, evaluations, device-seconds, wall-time, dollars, tokens"),
+        "{}",
+        r.stderr
+    );
 }

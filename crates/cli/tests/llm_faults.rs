@@ -331,6 +331,26 @@ fn failed_events(run_dir: &Path) -> Vec<(String, String, bool)> {
         .collect()
 }
 
+/// `s` as minijinja's HTML escaping writes it in a report (which escapes `/` too).
+fn html_escaped(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#x27;")
+        .replace('/', "&#x2f;")
+}
+
+/// `ksearch report RUN_DIR`: the page it wrote, where it said it did.
+fn report(setup: &Setup) -> String {
+    let run_dir = setup.run_dir();
+    let r = setup.ksearch(&["report", run_dir.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let out = run_dir.join("report.html");
+    assert_eq!(r.stdout.trim(), out.to_str().unwrap());
+    std::fs::read_to_string(&out).unwrap()
+}
+
 /// Every kernel the store holds a candidate for, by round: the `/* answer N */` it carries.
 fn answers_by_round(run_dir: &Path) -> Vec<(u32, String)> {
     let store = ksearch_store::RunStore::open(run_dir).unwrap();
@@ -621,6 +641,37 @@ fn an_endpoint_that_keeps_failing_stops_the_run_and_resume_continues_it() {
     assert_eq!(server.seen().len(), 6);
     assert_eq!(candidates(&show).len(), 1, "the seed only, so far");
 
+    // The report says the run stopped because the endpoint was unavailable, with the last
+    // error, and how to continue it once the endpoint is back.
+    let html = report(&setup);
+    let error = j["error"].as_str().unwrap();
+    assert!(html.contains("class=\"badge state-stopped\""), "{html}");
+    assert!(
+        html.contains(">stopped: the LLM endpoint was unavailable at 20"),
+        "{html}"
+    );
+    let detail = html
+        .split("<p class=\"stop-detail\">")
+        .nth(1)
+        .and_then(|d| d.split("</p>").next())
+        .unwrap_or_else(|| panic!("no stop detail: {html}"));
+    assert!(
+        detail.contains("3 requests failed in a row") && detail.contains(&html_escaped(error)),
+        "the stop's detail has the last error: {detail}"
+    );
+    assert!(
+        html.contains(&format!(
+            "<b>Last error:</b> <span class=\"reason\">{}</span>",
+            html_escaped(error)
+        )),
+        "the LLM section has the last error: {html}"
+    );
+    let resume = format!(
+        "<p class=\"resume\">Continue it with <code>{}</code> once the endpoint answers again",
+        html_escaped(&format!("ksearch resume {}", setup.run_dir().display()))
+    );
+    assert!(html.contains(&resume), "{resume}\nnot in\n{html}");
+
     server.set_default(Reply::Kernel);
     let r = setup.ksearch(&["resume", setup.run_dir().to_str().unwrap(), "--json"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -630,6 +681,15 @@ fn an_endpoint_that_keeps_failing_stops_the_run_and_resume_continues_it() {
     assert_eq!(server.seen().len(), 9, "resume asked the recovered endpoint again");
     let rounds: Vec<u64> = candidates(&setup.show()).iter().map(|c| c.1).collect();
     assert_eq!(rounds, vec![0, 3, 4, 5], "the search went on where it stopped");
+    // Resumed to its end, the report no longer says it stopped, nor asks to resume it; the
+    // failures stay on record.
+    let html = report(&setup);
+    assert!(html.contains("class=\"badge state-finished\""), "{html}");
+    assert!(
+        !html.contains("class=\"badge state-stopped\"") && !html.contains("ksearch resume"),
+        "{html}"
+    );
+    assert!(html.contains("<p><b>Failed calls (3):</b> HTTP 503 ×3.</p>"), "{html}");
 }
 
 /// Refused requests (HTTP 400) say nothing about whether the endpoint is up: they are failed

@@ -10,6 +10,7 @@
 //! counts the attempts. Attempts that failed have no speedup; they sit on a band at the bottom of
 //! the chart, coloured by status.
 
+use crate::axis::{series, Missing, Series, XAxis};
 use crate::error::ReportError;
 use crate::model::{Attempt, RunReport};
 use plotters::coord::Shift;
@@ -57,11 +58,93 @@ type SpeedupChart<'a, 'b> = ChartContext<
     Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::combinators::WithKeyPoints<LogCoord<f64>>>,
 >;
 
-/// Rounds across, speedup up (log scale, labelled at `scale.ticks`), with the mesh both charts
+/// What goes across a chart: its range (in plotted units), what it is, how many values to
+/// name and how, and how many of the run's units make one plotted unit (seconds shown in
+/// minutes, so that plotters names round minutes rather than odd seconds).
+struct XRange {
+    lo: f64,
+    hi: f64,
+    desc: String,
+    labels: usize,
+    unit: f64,
+    fmt: fn(f64) -> String,
+}
+
+impl XRange {
+    /// Whole rounds, each in the middle of its slot.
+    fn rounds(last_round: u32) -> XRange {
+        XRange {
+            lo: -0.5,
+            hi: last_round as f64 + 0.5,
+            desc: "round".into(),
+            labels: last_round.min(12) as usize + 1,
+            unit: 1.0,
+            fmt: |x| format!("{x:.0}"),
+        }
+    }
+
+    /// From nothing spent to a little past the most any run spent (`reached`, in the axis's
+    /// own units), in a unit that keeps the named values round.
+    fn spent(axis: XAxis, reached: f64) -> XRange {
+        let (unit, suffix): (f64, &str) = match axis {
+            XAxis::DeviceSeconds | XAxis::WallTime if reached >= 3.0 * 3600.0 => (3600.0, " (h)"),
+            XAxis::DeviceSeconds | XAxis::WallTime if reached >= 600.0 => (60.0, " (min)"),
+            XAxis::DeviceSeconds | XAxis::WallTime => (1.0, " (s)"),
+            _ => (1.0, ""),
+        };
+        // Counts are whole: a range of at least a few keeps plotters from naming fractions.
+        let least = match axis {
+            XAxis::Evaluations | XAxis::Tokens | XAxis::Round => 5.0,
+            _ => 0.0,
+        };
+        let hi = (reached / unit * 1.04).max(least);
+        XRange {
+            lo: 0.0,
+            hi: if hi > 0.0 { hi } else { 1.0 },
+            desc: format!("{}{suffix}", axis.title()),
+            labels: 8,
+            unit,
+            fmt: if axis == XAxis::Dollars {
+                |x| format!("${}", trimmed(x, 4))
+            } else {
+                compact
+            },
+        }
+    }
+}
+
+/// `x` with at most `decimals` decimals, trailing zeros dropped (`0.5`, `12`, never `-0`).
+fn trimmed(x: f64, decimals: usize) -> String {
+    let text = format!("{:.decimals$}", x + 0.0);
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    };
+    if text == "-0" {
+        "0".into()
+    } else {
+        text
+    }
+}
+
+/// A tick of a count or a time: `750`, `1.5k`, `20k`, `1.2M`.
+fn compact(x: f64) -> String {
+    let a = x.abs();
+    if a >= 1e6 {
+        format!("{}M", trimmed(x / 1e6, 3))
+    } else if a >= 1e4 {
+        format!("{}k", trimmed(x / 1e3, 3))
+    } else {
+        trimmed(x, 3)
+    }
+}
+
+/// `x` across, speedup up (log scale, labelled at `scale.ticks`), with the mesh both charts
 /// share.
 fn speedup_axes<'a, 'b>(
     plot: &'a DrawingArea<SVGBackend<'b>, Shift>,
-    last_round: u32,
+    x: &XRange,
     scale: &YScale,
     y_desc: &str,
 ) -> Result<SpeedupChart<'a, 'b>, ReportError> {
@@ -70,16 +153,17 @@ fn speedup_axes<'a, 'b>(
         .x_label_area_size(34)
         .y_label_area_size(52)
         .build_cartesian_2d(
-            -0.5f64..(last_round as f64 + 0.5),
+            x.lo..x.hi,
             (scale.lo..scale.hi).log_scale().with_key_points(scale.ticks.clone()),
         )
         .map_err(chart_err)?;
+    let fmt = x.fmt;
     chart
         .configure_mesh()
-        .x_desc("round")
+        .x_desc(x.desc.as_str())
         .y_desc(y_desc)
-        .x_labels(last_round.min(12) as usize + 1)
-        .x_label_formatter(&|x| format!("{x:.0}"))
+        .x_labels(x.labels)
+        .x_label_formatter(&|v| fmt(*v))
         .y_label_formatter(&|y| tick_label(*y))
         .bold_line_style(RGBColor(236, 236, 236))
         .light_line_style(WHITE)
@@ -199,21 +283,26 @@ fn tick_label(y: f64) -> String {
     format!("{text}x")
 }
 
-/// Draws the steps of a best-so-far line up to `last_round`.
-fn steps(best: &[(u32, f64)], last_round: u32) -> Vec<(f64, f64)> {
+/// Draws the steps of a best-so-far line up to `until`.
+fn steps(best: &[(f64, f64)], until: f64) -> Vec<(f64, f64)> {
     let mut pts = Vec::new();
-    for (i, &(r, s)) in best.iter().enumerate() {
+    for (i, &(x, s)) in best.iter().enumerate() {
         if let Some(&(_, prev)) = i.checked_sub(1).and_then(|j| best.get(j)) {
-            pts.push((r as f64, prev));
+            pts.push((x, prev));
         }
-        pts.push((r as f64, s));
+        pts.push((x, s));
     }
-    if let Some(&(r, s)) = best.last() {
-        if last_round > r {
-            pts.push((last_round as f64, s));
+    if let Some(&(x, s)) = best.last() {
+        if until > x {
+            pts.push((until, s));
         }
     }
     pts
+}
+
+/// `best_so_far`'s steps with their rounds as positions.
+fn by_round(best: &[(u32, f64)]) -> Vec<(f64, f64)> {
+    best.iter().map(|&(r, s)| (r as f64, s)).collect()
 }
 
 /// A point drawn over plotters' drawing: where (pixels), how, and what its tooltip says.
@@ -280,12 +369,15 @@ impl Mark {
 const HEADLINE: &str = "#d4a000";
 const FINAL: &str = "#222222";
 
-/// Plotters' drawing (`plot`, an `<svg>` of `size`) with the marks on top, as one `<svg>`.
-fn with_marks(plot: String, size: (u32, u32), marks: &[Mark]) -> String {
-    let mut points = Group::new().set("class", "points");
-    for m in marks {
-        points = points.add(m.node());
-    }
+/// The marks as one group of `class`.
+fn marks_group(class: &str, marks: &[Mark]) -> Group {
+    marks
+        .iter()
+        .fold(Group::new().set("class", class), |g, m| g.add(m.node()))
+}
+
+/// Plotters' drawing (`plot`, an `<svg>` of `size`) with the points on top, as one `<svg>`.
+fn with_points(plot: String, size: (u32, u32), points: Group) -> String {
     Document::new()
         .set("width", size.0)
         .set("height", size.1)
@@ -328,6 +420,7 @@ fn attempt_title(a: &Attempt) -> String {
 pub fn progress_chart(run: &RunReport, size: (u32, u32)) -> Result<String, ReportError> {
     let done: Vec<&Attempt> = run.attempts.iter().filter(|a| a.is_done()).collect();
     let last_round = done.iter().map(|a| a.round).max().unwrap_or(0).max(run.round).max(1);
+    let x_range = XRange::rounds(last_round);
     let mut scale = y_scale(done.iter().flat_map(|a| [a.speedup, a.final_speedup]).flatten());
     let failures = done.iter().any(|a| a.speedup.is_none());
     let (band_top, fail_y) = fail_band(&mut scale, failures);
@@ -340,7 +433,7 @@ pub fn progress_chart(run: &RunReport, size: (u32, u32)) -> Result<String, Repor
         root.fill(&WHITE).map_err(chart_err)?;
         let (plot, legend_area) = root.split_horizontally(size.0.saturating_sub(LEGEND_W));
         let mut legend = Vec::new();
-        let mut chart = speedup_axes(&plot, last_round, &scale, "speedup vs reference")?;
+        let mut chart = speedup_axes(&plot, &x_range, &scale, "speedup vs reference")?;
         let axis = RGBColor(150, 150, 150);
         chart
             .draw_series(LineSeries::new(
@@ -371,7 +464,10 @@ pub fn progress_chart(run: &RunReport, size: (u32, u32)) -> Result<String, Repor
         }
         let line = rgb("#1f77b4");
         chart
-            .draw_series(LineSeries::new(steps(&best, last_round), line.stroke_width(2)))
+            .draw_series(LineSeries::new(
+                steps(&by_round(&best), last_round as f64),
+                line.stroke_width(2),
+            ))
             .map_err(chart_err)?;
         legend.push(("best so far (search)".to_string(), Swatch::Line(line)));
         // Attempts of one round spread a little sideways so that they do not hide each other.
@@ -441,7 +537,7 @@ pub fn progress_chart(run: &RunReport, size: (u32, u32)) -> Result<String, Repor
         side_legend(&legend_area, &legend)?;
         root.present().map_err(chart_err)?;
     }
-    Ok(with_marks(svg, size, &marks))
+    Ok(with_points(svg, size, marks_group("points", &marks)))
 }
 
 /// What a legend entry shows: a thin bar for a line, a square for a kind of point, a diamond
@@ -483,47 +579,74 @@ fn side_legend(area: &DrawingArea<SVGBackend, Shift>, entries: &[(String, Swatch
     Ok(())
 }
 
-/// Best speedup so far vs round, one line per run (the dashboard's comparison), with a marker
-/// at each round with a passing attempt, so that a run whose only passing candidate is the seed
-/// still shows.
-pub fn comparison_chart(runs: &[&RunReport], size: (u32, u32)) -> Result<String, ReportError> {
-    let last_round = runs
-        .iter()
-        .flat_map(|r| r.attempts.iter().map(|a| a.round).chain([r.round, r.rounds]))
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let bests: Vec<Vec<(u32, f64)>> = runs.iter().map(|r| best_so_far(&r.attempts)).collect();
-    let scale = y_scale(bests.iter().flatten().map(|b| b.1));
-    let mut marks = Vec::new();
+/// Best speedup so far along `axis`, one line per run (the dashboard's comparison), with a
+/// marker at each passing attempt (each round, for rounds), so that a run whose only passing
+/// candidate is the seed still shows. A run that did not record the quantity (dollars of a
+/// knob-tuner run) has no line and says why in the legend, rather than being left out.
+///
+/// The points are grouped per run, `<g class="series">` (`series missing` for a run without a
+/// line, its `<title>` saying why), so there is one group per run whatever is across.
+pub fn comparison_chart(runs: &[&RunReport], axis: XAxis, size: (u32, u32)) -> Result<String, ReportError> {
+    let lines: Vec<Result<Series, Missing>> = runs.iter().map(|r| series(r, axis)).collect();
+    let x_range = match axis {
+        XAxis::Round => XRange::rounds(
+            runs.iter()
+                .flat_map(|r| r.attempts.iter().map(|a| a.round).chain([r.round, r.rounds]))
+                .max()
+                .unwrap_or(0)
+                .max(1),
+        ),
+        _ => XRange::spent(axis, lines.iter().flatten().map(|l| l.reached).fold(0.0, f64::max)),
+    };
+    let unit = x_range.unit;
+    let scale = y_scale(lines.iter().flatten().flat_map(|l| l.points.iter().map(|p| p.1)));
+    let mut groups = Vec::new();
     let mut svg = String::new();
     {
         let root: DrawingArea<SVGBackend, Shift> = SVGBackend::with_string(&mut svg, size).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
         let (plot, legend_area) = root.split_horizontally(size.0.saturating_sub(LEGEND_W));
         let mut legend = Vec::new();
-        let mut chart = speedup_axes(&plot, last_round, &scale, "best speedup so far")?;
-        for (i, (run, best)) in runs.iter().zip(&bests).enumerate() {
+        let mut chart = speedup_axes(&plot, &x_range, &scale, "best speedup so far")?;
+        for (i, (run, line)) in runs.iter().zip(&lines).enumerate() {
             let colour = rgb(run_colour(i));
-            let until = run.attempts.iter().map(|a| a.round).max().unwrap_or(0).max(run.round);
-            chart
-                .draw_series(LineSeries::new(steps(best, until), colour.stroke_width(2)))
-                .map_err(chart_err)?;
-            for &(round, s) in best {
-                marks.push(Mark {
-                    at: chart.backend_coord(&(round as f64, s)),
-                    shape: Shape::Step,
-                    colour: run_colour(i),
-                    title: format!(
-                        "{}. {}: best {s:.2}x the reference after round {round}",
-                        i + 1,
-                        run.name
-                    ),
-                });
-            }
             legend.push((format!("{}. {}", i + 1, run.name), Swatch::Line(colour)));
             legend.push((format!("    {}, {}", run.strategy, run.brain.kind), Swatch::None));
-            if best.is_empty() {
+            let group = Group::new().set("data-run", i + 1);
+            let line = match line {
+                Ok(line) => line,
+                Err(missing) => {
+                    legend.push((format!("    {}", missing.note()), Swatch::None));
+                    groups.push(group.set("class", "series missing").add(Title::new(format!(
+                        "{}. {}: {}, so no line along {}",
+                        i + 1,
+                        run.name,
+                        missing.note(),
+                        axis.title()
+                    ))));
+                    continue;
+                }
+            };
+            let scaled: Vec<(f64, f64)> = line.points.iter().map(|&(x, s)| (x / unit, s)).collect();
+            chart
+                .draw_series(LineSeries::new(
+                    steps(&scaled, line.reached / unit),
+                    colour.stroke_width(2),
+                ))
+                .map_err(chart_err)?;
+            let marks: Vec<Mark> = line
+                .points
+                .iter()
+                .zip(&scaled)
+                .map(|(&(x, s), at)| Mark {
+                    at: chart.backend_coord(at),
+                    shape: Shape::Step,
+                    colour: run_colour(i),
+                    title: format!("{}. {}: best {s:.2}x the reference {}", i + 1, run.name, axis.after(x)),
+                })
+                .collect();
+            groups.push(marks.iter().fold(group.set("class", "series"), |g, m| g.add(m.node())));
+            if line.points.is_empty() {
                 let why = if run.attempts.iter().any(|a| a.is_done()) {
                     "    no passing candidate"
                 } else {
@@ -531,11 +654,17 @@ pub fn comparison_chart(runs: &[&RunReport], size: (u32, u32)) -> Result<String,
                 };
                 legend.push((why.to_string(), Swatch::None));
             }
+            if let Some(note) = &line.note {
+                legend.push((format!("    {note}"), Swatch::None));
+            }
         }
         side_legend(&legend_area, &legend)?;
         root.present().map_err(chart_err)?;
     }
-    Ok(with_marks(svg, size, &marks))
+    let points = groups
+        .into_iter()
+        .fold(Group::new().set("class", "points"), |g, s| g.add(s));
+    Ok(with_points(svg, size, points))
 }
 
 #[cfg(test)]
@@ -629,7 +758,7 @@ mod tests {
     #[test]
     fn steps_hold_the_level_until_the_next_improvement() {
         assert_eq!(
-            steps(&[(0, 1.0), (2, 1.5)], 4),
+            steps(&[(0.0, 1.0), (2.0, 1.5)], 4.0),
             vec![(0.0, 1.0), (2.0, 1.0), (2.0, 1.5), (4.0, 1.5)]
         );
     }

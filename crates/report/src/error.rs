@@ -24,3 +24,13 @@ pub enum ReportError {
     #[error("chart: {0}")]
     Chart(String),
 }
+
+/// An x axis for the comparison chart that does not exist (`--x-axis`, `?x=`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "no x axis `{given}`; one of {}",
+    crate::axis::XAxis::ALL.map(|a| a.as_str()).join(", ")
+)]
+pub struct UnknownXAxis {
+    pub given: String,
+}

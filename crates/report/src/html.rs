@@ -2,6 +2,7 @@
 //! Templates ending in `.html` auto-escape every value; only the SVG strings made by the chart
 //! and tree code, which escape their own text, are marked safe.
 
+use crate::axis::XAxis;
 use crate::chart::{comparison_chart, progress_chart, run_colour, status_colour};
 use crate::error::ReportError;
 use crate::lineage::{lineage_rows, lineage_svg};
@@ -58,6 +59,7 @@ impl Renderer {
         env.add_filter("count", fmt_count);
         env.add_filter("dollars", fmt_dollars);
         env.add_filter("num", fmt_num);
+        env.add_filter("counted", fmt_counted);
         env.add_function("status_colour", |s: Option<String>| {
             status_colour(s.as_deref().unwrap_or("")).to_string()
         });
@@ -88,13 +90,15 @@ impl Renderer {
         )
     }
 
-    /// The dashboard's live part: the comparison chart, a column per run, and the runs that
-    /// could not be read (`problems`). `links` are the full reports' addresses, one per run.
+    /// The dashboard's live part: the comparison chart (along `axis`, with the selector of
+    /// axes), a column per run, and the runs that could not be read (`problems`). `links` are
+    /// the full reports' addresses, one per run.
     pub fn dashboard_body(
         &self,
         runs: &[&RunReport],
         links: &[String],
         problems: &[String],
+        axis: XAxis,
     ) -> Result<String, ReportError> {
         // Side by side, each column is about 560 pixels wide: compact charts and trees.
         let (width, style) = if runs.len() > 1 {
@@ -115,13 +119,20 @@ impl Renderer {
             });
         }
         let comparison = if runs.len() > 1 {
-            Some(Value::from_safe_string(comparison_chart(runs, (1100, 360))?))
+            Some(Value::from_safe_string(comparison_chart(runs, axis, (1100, 360))?))
         } else {
             None
         };
+        let axes: Vec<Value> = XAxis::ALL
+            .iter()
+            .map(|a| context! { value => a.as_str(), title => a.title() })
+            .collect();
         self.render(
             "dashboard_body.html",
-            context! { columns => columns, comparison => comparison, runs => runs.len(), problems => problems },
+            context! {
+                columns => columns, comparison => comparison, runs => runs.len(), problems => problems,
+                axis => axis.as_str(), axis_title => axis.title(), axes => axes,
+            },
         )
     }
 
@@ -189,16 +200,16 @@ fn fmt_seconds(v: Option<f64>) -> String {
 
 /// Thousands separated by thin spaces: 1 234 567.
 fn fmt_count(v: Option<u64>) -> String {
-    let Some(v) = v else { return "—".into() };
-    let digits = v.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push('\u{2009}');
-        }
-        out.push(c);
+    v.map_or_else(|| "—".into(), crate::words::thousands)
+}
+
+/// `{{ n|counted("cycle") }}`: `1 cycle`, `2 cycles`; `{{ n|counted("was", "were") }}` for a
+/// plural that is not the word with an `s`.
+fn fmt_counted(n: u64, one: String, many: Option<String>) -> String {
+    match many {
+        Some(many) => crate::words::counted_as(n, &one, &many),
+        None => crate::words::counted(n, &one),
     }
-    out
 }
 
 fn fmt_dollars(v: Option<f64>) -> String {
@@ -238,5 +249,7 @@ mod tests {
         assert_eq!(fmt_count(Some(999)), "999");
         assert_eq!(fmt_seconds(Some(75.0)), "1m 15s");
         assert_eq!(fmt_speedup(Some(f64::NAN)), "—");
+        assert_eq!(fmt_counted(1, "cycle".into(), None), "1 cycle");
+        assert_eq!(fmt_counted(2, "cycle".into(), None), "2 cycles");
     }
 }

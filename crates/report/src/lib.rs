@@ -4,11 +4,13 @@
 //! budget used, every attempt, the world-model tree, the best kernel with its diff against the
 //! seed and per-workload numbers, and provenance. [`Renderer`] turns reports into HTML:
 //! `ksearch report` writes one self-contained page (no script, no network: charts and the tree
-//! are inline SVG), and `ksearch dashboard` serves live views of one or several runs.
+//! are inline SVG), and `ksearch dashboard` serves live views of one or several runs, compared
+//! along an axis of the reader's choice ([`XAxis`]: rounds, or what the runs spent).
 //!
 //! Everything from a run (kernel sources, LLM text, node texts) is untrusted: templates
 //! auto-escape it, and the SVG code puts it only into escaped text nodes.
 
+mod axis;
 mod chart;
 mod diff;
 mod error;
@@ -17,9 +19,11 @@ mod lineage;
 mod load;
 mod model;
 mod tree;
+mod words;
 
+pub use axis::{series, Missing, Series, XAxis};
 pub use chart::{best_so_far, comparison_chart, progress_chart, status_colour};
-pub use error::ReportError;
+pub use error::{ReportError, UnknownXAxis};
 pub use html::Renderer;
 pub use lineage::{lineage_rows, lineage_svg, LineageRow};
 pub use load::{load, load_at, noise_flag, NOISY_ABOVE, STALLED_AFTER_S};

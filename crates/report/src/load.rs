@@ -9,9 +9,9 @@ use crate::diff::diff_against_seed;
 use crate::error::ReportError;
 use crate::model::*;
 use ksearch_search::engine::{kernel_name, resource_brief, Engine, Event, KernelResources, Request};
-use ksearch_store::{EvaluationRow, ExchangeRow, RunStore};
+use ksearch_store::{EvaluationRow, EventRow, ExchangeRow, RunStore};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 /// A run that has written no event for this long, and recorded no stop, is shown as stalled
@@ -56,7 +56,8 @@ pub fn load_at(run_dir: &Path, now: f64) -> Result<RunReport, ReportError> {
     let meta = |key: &str| store.meta(key).ok().flatten();
     let brain = brain(meta("brain"));
     let origins: HashMap<i64, String> = candidate_rows.iter().map(|c| (c.id, c.origin.clone())).collect();
-    let attempts = attempts(&engine, &origins, failed_code, &brain.kind);
+    let timeline = spending(&events, &rows, &exchanges, &evaluations);
+    let attempts = attempts(&engine, &origins, failed_code, &brain.kind, &events, &timeline);
     let times: Vec<f64> = rows.iter().filter_map(|r| r.at.parse::<f64>().ok()).collect();
     let wall_seconds = match (times.first(), times.last()) {
         (Some(a), Some(b)) => (b - a).max(0.0),
@@ -64,7 +65,9 @@ pub fn load_at(run_dir: &Path, now: f64) -> Result<RunReport, ReportError> {
     };
 
     let stop = meta("stopped").and_then(|v| serde_json::from_value::<StopRecord>(v).ok());
-    let state = run_state(&engine, stop, times.last().copied(), now);
+    let stop_reason = stop.as_ref().map(|s| s.reason.clone());
+    let mut state = run_state(&engine, stop, times.last().copied(), now);
+    state.resume = resume_hint(&state.kind, stop_reason.as_deref(), run_dir);
     let best_id = match engine.pending() {
         Some(Request::Finished { best_candidate, .. }) => *best_candidate,
         _ => engine.best().map(|b| b.id),
@@ -124,7 +127,7 @@ fn stop_words(reason: &str) -> &str {
     match reason {
         "budget" => "the LLM budget ran out",
         "fatal" => "a request failed for good",
-        "llm_unavailable" => "the LLM endpoint stopped answering",
+        "llm_unavailable" => "the LLM endpoint was unavailable",
         "interrupted" => "interrupted",
         "error" => "ksearch failed",
         other => other,
@@ -141,6 +144,7 @@ fn run_state(engine: &Engine, stop: Option<StopRecord>, last_event_at: Option<f6
         text,
         detail,
         last_event_at,
+        resume: None,
     };
     let silent_for = last_event_at.map(|t| (now - t).max(0.0));
     let silence = |s: f64| format!("no progress for {}", minutes(s));
@@ -188,6 +192,37 @@ fn run_state(engine: &Engine, stop: Option<StopRecord>, last_event_at: Option<f6
             None => state("running", format!("in progress, waiting on the {}", r.role()), None),
         },
         (None, _) => state("running", "not started".into(), None),
+    }
+}
+
+/// How to continue a run that stopped short, by how it stopped (`kind` of its [`RunState`],
+/// and the reason the driver recorded). Only where resuming is what helps: an interrupted run,
+/// one whose endpoint was down, one whose process vanished. A run stopped by its budget or by a
+/// request that cannot succeed would stop again the same way.
+fn resume_hint(kind: &str, reason: Option<&str>, run_dir: &Path) -> Option<Resume> {
+    let command = format!("ksearch resume {}", shell_word(&run_dir.display().to_string()));
+    let when = match (kind, reason) {
+        ("stopped", Some("llm_unavailable")) => {
+            Some("once the endpoint answers again (nothing is lost: the request that failed last is kept unanswered)")
+        }
+        ("stopped", Some("interrupted")) => None,
+        ("stalled", _) => Some("if its process is gone (killed, crashed, the machine restarted)"),
+        _ => return None,
+    };
+    Some(Resume {
+        command,
+        when: when.map(str::to_string),
+    })
+}
+
+/// `s` as one word for a POSIX shell: as is when it is made of harmless characters, else in
+/// single quotes (a run directory may hold spaces or quotes; the command must paste as is).
+fn shell_word(s: &str) -> String {
+    let harmless = |c: char| c.is_ascii_alphanumeric() || "/._-+:,=@%~".contains(c);
+    if !s.is_empty() && s.chars().all(harmless) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
 
@@ -307,6 +342,8 @@ fn outcomes(attempts: &[Attempt]) -> Outcomes {
 struct FailedCode {
     /// Index in the candidate list at that moment: the attempt goes before that candidate.
     before: usize,
+    /// The event that answered the request (the coder's answer, or its failure).
+    event: usize,
     round: u32,
     node_id: String,
     status: &'static str,
@@ -342,6 +379,7 @@ fn replay(events: &[Event]) -> Result<(Engine, Vec<FailedCode>), String> {
                 };
                 failed.push(FailedCode {
                     before,
+                    event: i,
                     round,
                     node_id,
                     status,
@@ -373,7 +411,85 @@ fn origin(c: &ksearch_search::engine::Candidate, origins: &HashMap<i64, String>,
     }
 }
 
-fn attempts(engine: &Engine, origins: &HashMap<i64, String>, failed: Vec<FailedCode>, brain: &str) -> Vec<Attempt> {
+/// What the run had spent after each event (`events[i]` and `rows[i]` are the same event).
+///
+/// An evaluation counts at its `evaluated` event, with the wall time of its record: the n-th
+/// `evaluated` event of a candidate is its n-th evaluation row (the driver writes the row, then
+/// the event). An LLM exchange counts at the event that answered its request, or failed it;
+/// exchanges of a request no event has answered yet (a call in flight, a request held back
+/// when the endpoint went down) count in the run's totals only.
+fn spending(
+    events: &[Event],
+    rows: &[EventRow],
+    exchanges: &[ExchangeRow],
+    evaluations: &[EvaluationRow],
+) -> Vec<Spent> {
+    let mut llm_by_request: HashMap<&str, (f64, u64)> = HashMap::new();
+    for x in exchanges.iter().filter(|x| is_llm(x)) {
+        if let Some(id) = x.request_id.as_deref() {
+            let e = llm_by_request.entry(id).or_default();
+            e.0 += x.cost_dollars.unwrap_or(0.0);
+            e.1 += x.input_tokens + x.output_tokens;
+        }
+    }
+    let mut rows_of: HashMap<i64, Vec<&EvaluationRow>> = HashMap::new();
+    for e in evaluations {
+        rows_of.entry(e.candidate_id).or_default().push(e);
+    }
+    let mut evaluated_of: HashMap<i64, usize> = HashMap::new();
+    // A request is answered once; its exchanges must not count again if an event repeats it.
+    let mut counted: HashSet<&str> = HashSet::new();
+    let start = rows.first().and_then(|r| r.at.parse::<f64>().ok());
+    let mut now = Spent::default();
+    let mut out = Vec::with_capacity(events.len());
+    for (event, row) in events.iter().zip(rows) {
+        if let (Some(t0), Ok(t)) = (start, row.at.parse::<f64>()) {
+            now.wall_seconds = (t - t0).max(now.wall_seconds);
+        }
+        match event {
+            Event::Evaluated { candidate_id, .. } => {
+                now.evaluations += 1;
+                let n = evaluated_of.entry(*candidate_id).or_default();
+                let seconds = rows_of
+                    .get(candidate_id)
+                    .and_then(|r| r.get(*n))
+                    .and_then(|r| r.record["wall_seconds"].as_f64());
+                *n += 1;
+                now.device_seconds += seconds.filter(|s| s.is_finite() && *s > 0.0).unwrap_or(0.0);
+            }
+            Event::PlannerAnswered { request_id, .. }
+            | Event::CoderAnswered { request_id, .. }
+            | Event::RequestFailed { request_id, .. } => {
+                if counted.insert(request_id.as_str()) {
+                    if let Some((dollars, tokens)) = llm_by_request.get(request_id.as_str()) {
+                        now.dollars += dollars;
+                        now.tokens += tokens;
+                    }
+                }
+            }
+            Event::Started { .. } => {}
+        }
+        out.push(now);
+    }
+    out
+}
+
+fn attempts(
+    engine: &Engine,
+    origins: &HashMap<i64, String>,
+    failed: Vec<FailedCode>,
+    brain: &str,
+    events: &[Event],
+    timeline: &[Spent],
+) -> Vec<Attempt> {
+    // Where each candidate's outcome became known: the event of its first evaluation (the
+    // search's; a final re-measurement comes later).
+    let mut first_evaluated: HashMap<i64, usize> = HashMap::new();
+    for (i, e) in events.iter().enumerate() {
+        if let Event::Evaluated { candidate_id, .. } = e {
+            first_evaluated.entry(*candidate_id).or_insert(i);
+        }
+    }
     let mut failed = failed.into_iter().peekable();
     let mut out = Vec::new();
     let mut push_failed_before = |index: usize, out: &mut Vec<Attempt>| {
@@ -394,6 +510,7 @@ fn attempts(engine: &Engine, origins: &HashMap<i64, String>, failed: Vec<FailedC
                 final_status: None,
                 note: None,
                 resources: String::new(),
+                spent: timeline.get(f.event).copied(),
             });
         }
     };
@@ -416,6 +533,10 @@ fn attempts(engine: &Engine, origins: &HashMap<i64, String>, failed: Vec<FailedC
             final_status: c.final_result.as_ref().map(|r| r.status.clone()),
             note: c.note.clone(),
             resources: result.map(|r| resource_brief(&r.resources)).unwrap_or_default(),
+            spent: result
+                .and_then(|_| first_evaluated.get(&c.id))
+                .and_then(|&i| timeline.get(i))
+                .copied(),
         });
     }
     push_failed_before(usize::MAX, &mut out);

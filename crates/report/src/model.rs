@@ -37,6 +37,50 @@ pub struct RunReport {
     pub outcomes: Outcomes,
 }
 
+impl RunReport {
+    /// A run of `brain` named `name` with nothing in it, for the unit tests.
+    #[cfg(test)]
+    pub(crate) fn for_test(name: &str, brain: &str) -> RunReport {
+        RunReport {
+            run_dir: format!("runs/{name}"),
+            name: name.into(),
+            task: "t".into(),
+            target: String::new(),
+            strategy: "world-model".into(),
+            brain: Brain {
+                kind: brain.into(),
+                planner: None,
+                coder: None,
+                limits: vec![],
+            },
+            state: RunState {
+                finished: false,
+                kind: "running".into(),
+                text: "in progress".into(),
+                detail: None,
+                last_event_at: None,
+                resume: None,
+            },
+            round: 0,
+            rounds: 10,
+            cycles: 0,
+            events: 0,
+            budget: Budget::default(),
+            models: vec![],
+            attempts: vec![],
+            best: None,
+            tree: Tree {
+                kernel_summary: String::new(),
+                open_questions: vec![],
+                active_leaf: "root".into(),
+                nodes: vec![],
+            },
+            provenance: vec![],
+            outcomes: Outcomes::default(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Outcomes {
     /// `(status, attempts)`, most frequent first (`evaluating` for attempts not yet evaluated).
@@ -87,6 +131,18 @@ pub struct RunState {
     pub detail: Option<String>,
     /// When the last event was written (seconds since the Unix epoch).
     pub last_event_at: Option<f64>,
+    /// How to continue a run that stopped before its end; `None` for one that needs nothing
+    /// (finished, live, or waiting for an agent's answer, which `ksearch agent` gives).
+    pub resume: Option<Resume>,
+}
+
+/// The command that continues a stopped run, and when it is worth running.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Resume {
+    /// `ksearch resume RUN_DIR`, the directory quoted for a shell where it needs it.
+    pub command: String,
+    /// What must hold first (`once the endpoint answers again`); `None` when nothing must.
+    pub when: Option<String>,
 }
 
 /// What the run spent.
@@ -165,6 +221,27 @@ pub struct Attempt {
     /// The compiler's resources per kernel in short (`30 regs, 1 KiB smem`); empty when the
     /// build reported none (CPU backends, failed builds, runs recorded before it existed).
     pub resources: String,
+    /// What the run had spent when this attempt's outcome was known (its evaluation, or the
+    /// coder's answer that had no code): where it sits on the comparison chart when runs are
+    /// compared by what they spent rather than by round. `None` while it is being evaluated.
+    pub spent: Option<Spent>,
+}
+
+/// What a run had spent at some moment, counted from its first event. The LLM's part counts
+/// the exchanges of the requests answered (or failed) by then; the device's, the evaluations
+/// finished by then.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Spent {
+    /// Evaluations finished (search and final re-measurements alike).
+    pub evaluations: usize,
+    /// Their wall time added up (see [`Budget::device_seconds`]).
+    pub device_seconds: f64,
+    /// Since the run's first event.
+    pub wall_seconds: f64,
+    /// LLM dollars (calls of unknown price count nothing).
+    pub dollars: f64,
+    /// LLM tokens, in and out.
+    pub tokens: u64,
 }
 
 impl Attempt {
@@ -198,6 +275,7 @@ impl Attempt {
             final_status: None,
             note: None,
             resources: String::new(),
+            spent: Some(Spent::default()),
         }
     }
 }

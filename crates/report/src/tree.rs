@@ -236,7 +236,9 @@ fn node_group(n: &TreeNode, (x, y): (f64, f64), columns_x: f64, style: TreeStyle
         ),
         (None, "too_hard", true) => "too hard".to_string(),
         (None, "closed", _) => "closed".to_string(),
-        (None, _, false) if n.attempts > 0 => format!("{} attempts, none passed", n.attempts),
+        (None, _, false) if n.attempts > 0 => {
+            format!("{}, none passed", crate::words::counted(n.attempts as u64, "attempt"))
+        }
         (None, _, true) if n.attempts > 0 => format!("0/{} passed", n.attempts),
         _ => String::new(),
     };

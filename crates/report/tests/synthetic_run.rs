@@ -3,7 +3,7 @@
 //! tokens and prices, a GPU's provenance, a format error, a too-hard node and a pruned one. The
 //! report model must account for all of it, in progress and finished, and the pages must draw it.
 
-use ksearch_report::{load, load_at, Renderer, RunReport, STALLED_AFTER_S};
+use ksearch_report::{load, load_at, Renderer, RunReport, XAxis, STALLED_AFTER_S};
 use ksearch_search::engine::{
     Engine, EngineConfig, EvalSummary, Event, KernelResources, Request, Source, TaskBrief, WorkloadSummary,
 };
@@ -298,7 +298,7 @@ fn a_run_in_progress_and_finished_is_fully_accounted_for_and_drawn() {
         stopped
             .state
             .text
-            .starts_with("stopped: the LLM endpoint stopped answering at 20"),
+            .starts_with("stopped: the LLM endpoint was unavailable at 20"),
         "{:?}",
         stopped.state
     );
@@ -389,6 +389,47 @@ fn a_run_in_progress_and_finished_is_fully_accounted_for_and_drawn() {
         .unwrap()
         .contains("no answer within 120 s"));
     assert_eq!(r.budget.cached_input_tokens, 400 * s.answered as u64);
+
+    // What the run had spent when each attempt's outcome was known: the seed after one
+    // evaluation and before any LLM call; each later attempt after the calls that led to it;
+    // never less than the attempt before, never more than the run's totals (the final
+    // re-measurements come after the last attempt).
+    let spent: Vec<ksearch_report::Spent> = r.attempts.iter().map(|a| a.spent.unwrap()).collect();
+    assert_eq!(
+        (
+            spent[0].evaluations,
+            spent[0].device_seconds,
+            spent[0].dollars,
+            spent[0].tokens
+        ),
+        (1, 0.5, 0.0, 0)
+    );
+    // The answer without code: planner and coder answered (two calls, the planner's failed
+    // attempt at r2 costing nothing), still one evaluation.
+    assert_eq!((spent[1].evaluations, spent[1].tokens), (1, 2 * 1200));
+    assert!((spent[1].dollars - 0.02).abs() < 1e-9, "{:?}", spent[1]);
+    for w in spent.windows(2) {
+        assert!(
+            w[1].evaluations >= w[0].evaluations
+                && w[1].device_seconds >= w[0].device_seconds
+                && w[1].wall_seconds >= w[0].wall_seconds
+                && w[1].dollars >= w[0].dollars
+                && w[1].tokens >= w[0].tokens,
+            "{w:?}"
+        );
+    }
+    for (a, sp) in r.attempts.iter().zip(&spent) {
+        if a.candidate.is_some() {
+            assert!((sp.device_seconds - 0.5 * sp.evaluations as f64).abs() < 1e-9, "{sp:?}");
+        }
+    }
+    let last = spent.last().unwrap();
+    assert!(
+        last.evaluations < r.budget.evaluations,
+        "the final re-measurements come after"
+    );
+    assert!(last.dollars <= r.budget.dollars + 1e-12 && last.tokens <= r.budget.input_tokens + r.budget.output_tokens);
+    assert!(last.wall_seconds <= r.budget.wall_seconds);
 
     // What came of the attempts: every status counted, the most common failure named.
     let by_status: usize = r.outcomes.by_status.iter().map(|c| c.count).sum();
@@ -510,13 +551,19 @@ fn a_run_in_progress_and_finished_is_fully_accounted_for_and_drawn() {
     tuned.brain.kind = "tuner".into();
     tuned.models.clear();
     tuned.budget = ksearch_report::Budget::default();
+    tuned.cycles = 1;
+    tuned.budget.evaluations = 1;
     let tuned_html = renderer.report(&tuned).unwrap();
+    // Counts of one are singular.
+    assert!(tuned_html.contains("<div class=\"d\">1 cycle</div>"));
+    assert!(tuned_html.contains("compiles included: 1 evaluation</div>"));
+    assert!(!tuned_html.contains("1 cycles") && !tuned_html.contains(" 1 evaluations"));
     assert!(tuned_html.contains("<div class=\"v\">no LLM (knob tuner)</div>"));
     assert!(!tuned_html.contains("every call priced") && !tuned_html.contains(">LLM calls<"));
     assert!(tuned_html.contains("No LLM: the knob tuner answered the planner and the coder."));
 
     let body = renderer
-        .dashboard_body(&[&r, &partial], &["run/0".into(), "run/1".into()], &[])
+        .dashboard_body(&[&r, &partial], &["run/0".into(), "run/1".into()], &[], XAxis::Round)
         .unwrap();
     assert_eq!(body.matches("<section class=\"run\"").count(), 2);
     assert!(body.contains("id=\"comparison-chart\""));
@@ -542,8 +589,49 @@ fn a_run_in_progress_and_finished_is_fully_accounted_for_and_drawn() {
         a.status = Some("compile_error".into());
         a.speedup = None;
     }
-    let all_fail = renderer.dashboard_body(&[&r, &failing], &[], &[]).unwrap();
+    let all_fail = renderer
+        .dashboard_body(&[&r, &failing], &[], &[], XAxis::Round)
+        .unwrap();
     assert!(all_fail.contains("no passing candidate\n</text>"));
+    // Along every axis, one series per run; a run without the quantity has its group, with
+    // why, instead of vanishing from the chart.
+    let mut tuner = partial.clone();
+    tuner.brain.kind = "tuner".into();
+    tuner.budget = ksearch_report::Budget {
+        evaluations: 1,
+        device_seconds: 0.5,
+        ..Default::default()
+    };
+    for axis in XAxis::ALL {
+        let body = renderer.dashboard_body(&[&r, &tuner], &[], &[], axis).unwrap();
+        let comparison = &body[body.find("id=\"comparison-chart\"").unwrap()..];
+        let comparison = &comparison[..comparison.find("</div>").unwrap()];
+        assert_eq!(comparison.matches("<g class=\"series").count(), 2, "{axis}");
+        assert!(
+            comparison
+                .split("<text")
+                .any(|t| t.split("</text>").next().unwrap().contains(axis.title())),
+            "{axis}: the axis says what is across"
+        );
+        assert!(body.contains(&format!("data-x-axis=\"{axis}\"")));
+        assert!(body.contains(&format!("<option value=\"{axis}\" selected>")));
+        let llm_only = matches!(axis, XAxis::Dollars | XAxis::Tokens);
+        assert_eq!(
+            comparison.matches("<g class=\"series missing\"").count(),
+            llm_only as usize,
+            "{axis}"
+        );
+        if llm_only {
+            assert!(comparison.contains("no LLM (knob tuner)\n</text>"), "{axis}");
+        }
+        // The LLM run's markers: one per distinct place of a passing attempt.
+        let line = ksearch_report::series(&r, axis).unwrap();
+        assert_eq!(
+            comparison.matches("<g class=\"best-point\">").count(),
+            line.points.len() + if llm_only { 0 } else { 1 },
+            "{axis}"
+        );
+    }
     let page = renderer.dashboard_page(&body, "ab12", 500).unwrap();
     assert!(page.contains("var stamp = \"ab12\";"));
     assert_eq!(page.matches("<script").count(), 1, "the dashboard's own script only");
