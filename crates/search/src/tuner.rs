@@ -244,7 +244,16 @@ impl Tuner {
                 .or_else(|| node_assignment(Some(n)))
         };
         let (base_node, base) = match plan {
-            PlanKind::Refine { node_id } => (node_id.clone(), wm.node(node_id).and_then(solved)),
+            PlanKind::Refine { node_id } => {
+                // A step that did not beat its parent beyond the noise is no base to build on:
+                // the next steps grow from the best measured node instead. (Growing under every
+                // measured node let the search spend most of its rounds below a slow branch.)
+                let improved = History::node_gain(engine, node_id).is_some_and(|m| m.significant && m.gain > 1.0);
+                match wm.tree().best_solved() {
+                    Some(best) if !improved && best.node_id != *node_id => (best.node_id.clone(), solved(best)),
+                    _ => (node_id.clone(), wm.node(node_id).and_then(solved)),
+                }
+            }
             PlanKind::Init | PlanKind::TooHard { .. } | PlanKind::Propose => match wm.tree().best_solved() {
                 // The root holds the seed; the best solved node grows the tree.
                 Some(n) => (n.node_id.clone(), solved(n)),
