@@ -65,54 +65,6 @@ else
     tune "$r"
   done
 fi
-python3 - "$out" "$repeats" "$task" "$budget" <<'PY'
-import json, sys
-out, repeats, task, budget = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-grid = json.load(open(f"{out}/grid.json"))
-
-
-def curve(speedups):
-    best, c = None, []
-    for s in speedups:
-        if s is not None:
-            best = s if best is None else max(best, s)
-        c.append(best)
-    return c
-
-
-grid_curve = curve([e["speedup"] for e in grid["evaluations"]])
-grid_best = grid_curve[-1]
-marks = [max(1, round(budget * f)) for f in (0.1, 0.25, 0.5, 1.0)]
-
-
-def to90(c):
-    for i, b in enumerate(c):
-        if b is not None and b >= 0.9 * grid_best:
-            return i + 1
-    return None
-
-
-def pct(c, n):
-    b = c[min(n, len(c)) - 1] if c else None
-    return f"{100 * b / grid_best:.0f}%" if b else "-"
-
-
-rows = [("grid (exhaustive, enumeration order)", grid_curve)]
-loaders = [("random", lambda r: [e["speedup"] for e in json.load(open(f"{out}/random-{r}.json"))["evaluations"]]),
-           ("tuner (world model)", lambda r: [c["speedup"] for c in json.load(open(f"{out}/tuner-{r}.json"))["candidates"]])]
-for name, load in loaders:
-    for r in range(1, repeats + 1):
-        rows.append((f"{name}, seed {r}", curve(load(r))[:budget]))
-print(f"task {task}: grid best {grid_best:.3f}x over the reference ({len(grid_curve)} valid assignments); "
-      f"budget {budget} evaluations (a third of the grid)")
-print()
-print("| method | evaluations | best speedup | best so far after " + " / ".join(str(m) for m in marks)
-      + " evaluations (% of grid best) | evaluations to 90% of grid best |")
-print("|---|---|---|---|---|")
-for name, c in rows:
-    t90 = to90(c)
-    print(f"| {name} | {len(c)} | {c[-1]:.3f}x | " + " / ".join(pct(c, m) for m in marks)
-          + f" | {t90 if t90 else 'not reached'} |")
-PY
+python3 "$(dirname "$0")/tuner_table.py" "$out" "$task" "$repeats" "$budget"
 echo "$task: done in $(( $(date +%s) - started )) s" >&2
 [ -n "$keep" ] || rm -rf "$out"
