@@ -152,9 +152,23 @@ pub(crate) fn run(args: &ShowArgs) -> anyhow::Result<u8> {
     } else {
         String::new()
     };
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let llm = if b.calls == 0 && b.failed_calls == 0 {
+        "no LLM calls".to_string()
+    } else {
+        // `+ 0.0` turns a sum of no prices (-0.0) into 0.
+        format!(
+            "{} ({} failed), {} tokens in, {} out, ${:.4}{priced}",
+            plural(b.calls as u64, "LLM call", "LLM calls"),
+            b.failed_calls,
+            b.tokens_in,
+            b.tokens_out,
+            b.dollars + 0.0
+        )
+    };
     println!(
-        "budget used: {} LLM calls ({} failed), {} tokens in, {} out, ${:.4}{priced}; {} evaluations",
-        b.calls, b.failed_calls, b.tokens_in, b.tokens_out, b.dollars, b.evaluations
+        "budget used: {llm}; {}",
+        plural(b.evaluations as u64, "evaluation", "evaluations")
     );
     Ok(0)
 }
