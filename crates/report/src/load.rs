@@ -239,23 +239,10 @@ fn minutes(seconds: f64) -> String {
 
 /// Seconds since the Unix epoch as `2025-06-01 12:34 UTC` (the store's clock is UTC seconds).
 pub(crate) fn utc(t: f64) -> String {
-    let secs = t.max(0.0) as i64;
-    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm), to need no date crate.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + (month <= 2) as i64;
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
-        rest / 3600,
-        (rest % 3600) / 60
-    )
+    chrono::DateTime::from_timestamp(t.max(0.0) as i64, 0)
+        .unwrap_or_default()
+        .format("%Y-%m-%d %H:%M UTC")
+        .to_string()
 }
 
 /// Relative spread (IQR over median) above which a measurement is flagged as noisy. The engine
