@@ -9,7 +9,13 @@
 # Needs: the network (crates.io, PyPI), Rust, python3 with the venv module, git.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-work=${1:-$(mktemp -d)}
+if [ -n "${1:-}" ]; then
+  work=$1
+else
+  work=$(mktemp -d)
+  # Ours, with a cargo home and a target folder (gigabytes): removed on success and on failure alike.
+  trap 'rm -rf "$work"' EXIT
+fi
 mkdir -p "$work"
 echo "# command: bench/quickstart.sh $work; date: $(date -u +%FT%TZ); commit: $(git -C "$repo" rev-parse --short HEAD)"
 echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); load: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -18,6 +24,8 @@ echo "# rustc: $(rustc --version); python3 behind the shim: $(python3 --version 
 # python3 as Debian ships it without python3-venv (and NumPy).
 python3 -m venv --without-pip "$work/bare"
 mkdir -p "$work/shim"
+# The interpreter's path in single quotes, for /bin/sh (printf %q may write bash-only $'...').
+python_q="'$(printf '%s' "$work/bare/bin/python" | sed "s/'/'\\\\''/g")'"
 cat >"$work/shim/python3" <<EOF
 #!/bin/sh
 if [ "\$1" = -m ] && [ "\$2" = venv ] && [ "\$3" != --without-pip ]; then
@@ -26,7 +34,7 @@ if [ "\$1" = -m ] && [ "\$2" = venv ] && [ "\$3" != --without-pip ]; then
   echo 'package using the following command.' >&2
   exit 1
 fi
-exec $work/bare/bin/python "\$@"
+exec $python_q "\$@"
 EOF
 chmod +x "$work/shim/python3"
 
@@ -49,4 +57,3 @@ for line in err.splitlines():
 PY
 echo "--- the run's last lines:"
 tail -6 "$work/run.out"
-[ -n "${1:-}" ] || rm -rf "$work"

@@ -18,7 +18,8 @@
 # that. The table gives each method's best so far after 10%, 25%, 50% and 100% of that budget,
 # as a share of the grid's best, and how many evaluations it needed to reach 90% of it.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+here=$(cd "$(dirname "$0")" && pwd)  # bench/, absolute: the script may be run as ./tuner.sh
+# Paths given on the command line are the caller's: resolve them before leaving for the repo root.
 bin="" keep="" grid_size=""
 while [ $# -gt 0 ]; do
   case $1 in
@@ -30,12 +31,20 @@ while [ $# -gt 0 ]; do
 done
 task=${1:-matmul}
 repeats=${2:-3}
-[ -e "$task" ] && task=$(realpath "$task")  # a task folder: the tuner runs from the output folder
+if [ -e "$task" ]; then task=$(realpath "$task"); fi  # a task folder: the tuner runs from the output folder
+cd "$here/.."
 if [ -z "$bin" ]; then
   cargo build --release -q -p ksearch-cli
   bin=$PWD/target/release/ksearch
 fi
-out=${keep:-$(mktemp -d)}
+tmp=""
+if [ -n "$keep" ]; then
+  out=$keep
+else
+  tmp=$(mktemp -d)
+  out=$tmp
+  trap 'rm -rf "$tmp"' EXIT  # the temporary folder only, on success or failure; never a --keep folder
+fi
 mkdir -p "$out"
 started=$(date +%s)
 tune() {  # tune SEED: the tuner's run; its seed (the all-defaults assignment) is its first evaluation
@@ -45,19 +54,29 @@ tune() {  # tune SEED: the tuner's run; its seed (the all-defaults assignment) i
 }
 if [ -n "$grid_size" ]; then
   budget=$(( (grid_size + 2) / 3 ))
-  pids=()
-  KSEARCH_DEVICE_LOCK_DIR="$out/locks-grid" "$bin" sweep "$task" --grid --json --seed 1 >"$out/grid.json" & pids+=($!)
+  pids=() names=()
+  KSEARCH_DEVICE_LOCK_DIR="$out/locks-grid" "$bin" sweep "$task" --grid --json --seed 1 >"$out/grid.json" &
+  pids+=($!) names+=(grid)
   for r in $(seq 1 "$repeats"); do
     KSEARCH_DEVICE_LOCK_DIR="$out/locks-random-$r" "$bin" sweep "$task" --random "$budget" --json --seed "$r" \
-      >"$out/random-$r.json" & pids+=($!)
-    (export KSEARCH_DEVICE_LOCK_DIR="$out/locks-tuner-$r"; tune "$r") & pids+=($!)
+      >"$out/random-$r.json" &
+    pids+=($!) names+=("random seed $r")
+    (export KSEARCH_DEVICE_LOCK_DIR="$out/locks-tuner-$r"; tune "$r") &
+    pids+=($!) names+=("tuner seed $r")
   done
-  for p in "${pids[@]}"; do wait "$p"; done
-  grid_n=$(python3 -c "import json;print(len(json.load(open('$out/grid.json'))['evaluations']))")
+  # Wait for every job (a failing `wait` under set -e would exit and leave the others running).
+  failed=()
+  for i in "${!pids[@]}"; do wait "${pids[$i]}" || failed+=("${names[$i]}"); done
+  if [ ${#failed[@]} -gt 0 ]; then
+    msg=$(printf ', %s' "${failed[@]}")
+    echo "$task: failed: ${msg:2} (the other jobs finished)" >&2
+    exit 1
+  fi
+  grid_n=$(python3 -c 'import json,sys;print(len(json.load(open(sys.argv[1]))["evaluations"]))' "$out/grid.json")
   [ "$grid_n" = "$grid_size" ] || { echo "$task: the grid has $grid_n valid assignments, not $grid_size" >&2; exit 1; }
 else
   "$bin" sweep "$task" --grid --json --seed 1 >"$out/grid.json"
-  grid_n=$(python3 -c "import json;print(len(json.load(open('$out/grid.json'))['evaluations']))")
+  grid_n=$(python3 -c 'import json,sys;print(len(json.load(open(sys.argv[1]))["evaluations"]))' "$out/grid.json")
   budget=$(( (grid_n + 2) / 3 ))
   echo "$task: grid of $grid_n valid assignments in $(( $(date +%s) - started )) s; budget for the others: $budget evaluations" >&2
   for r in $(seq 1 "$repeats"); do
@@ -65,6 +84,5 @@ else
     tune "$r"
   done
 fi
-python3 "$(dirname "$0")/tuner_table.py" "$out" "$task" "$repeats" "$budget"
+python3 "$here/tuner_table.py" "$out" "$task" "$repeats" "$budget"
 echo "$task: done in $(( $(date +%s) - started )) s" >&2
-[ -n "$keep" ] || rm -rf "$out"
