@@ -15,7 +15,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use ksearch_report::{Renderer, RunReport, XAxis};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -149,16 +149,28 @@ fn keys(runs: &[Arc<RunReport>]) -> Vec<String> {
     unique_names(runs.iter().map(|r| r.name.as_str()))
 }
 
+/// Each name as it is the first time, then with the first free `~N` (N from 2): a run literally
+/// named `run~2` keeps that name, and the second `run` becomes `run~3`.
 fn unique_names<'a>(names: impl Iterator<Item = &'a str>) -> Vec<String> {
-    let mut seen: HashMap<&str, usize> = HashMap::new();
+    let names: Vec<&str> = names.collect();
+    // Every name as given is taken by its first run, whichever comes first in the list.
+    let mut taken: HashSet<String> = names.iter().map(|n| n.to_string()).collect();
+    let mut first: HashSet<&str> = HashSet::new();
+    // Per name, the next suffix to try.
+    let mut next: HashMap<&str, usize> = HashMap::new();
     names
-        .map(|name| {
-            let n = seen.entry(name).or_default();
-            *n += 1;
-            if *n == 1 {
-                name.to_string()
-            } else {
-                format!("{name}~{n}")
+        .iter()
+        .map(|&name| {
+            if first.insert(name) {
+                return name.to_string();
+            }
+            let n = next.entry(name).or_insert(2);
+            loop {
+                let key = format!("{name}~{n}");
+                *n += 1;
+                if taken.insert(key.clone()) {
+                    return key;
+                }
             }
         })
         .collect()
@@ -389,5 +401,19 @@ mod tests {
     fn runs_of_the_same_name_get_distinct_keys() {
         let names = ["run", "other", "run", "run"];
         assert_eq!(unique_names(names.into_iter()), ["run", "other", "run~2", "run~3"]);
+    }
+
+    #[test]
+    fn a_run_named_like_a_suffixed_one_keeps_its_name() {
+        // `run~2` is a run of its own, before or after the runs named `run`.
+        let names = ["run", "run~2", "run", "run"];
+        assert_eq!(unique_names(names.into_iter()), ["run", "run~2", "run~3", "run~4"]);
+        let names = ["run", "run", "run~2", "run~3"];
+        assert_eq!(unique_names(names.into_iter()), ["run", "run~4", "run~2", "run~3"]);
+        // Its own duplicates are suffixed in turn.
+        let names = ["run~2", "run", "run", "run~2"];
+        assert_eq!(unique_names(names.into_iter()), ["run~2", "run", "run~3", "run~2~2"]);
+        let keys = unique_names(["a", "a~2", "a", "a~2", "a~2~2", "a"].into_iter());
+        assert_eq!(keys.iter().collect::<HashSet<_>>().len(), keys.len(), "{keys:?}");
     }
 }

@@ -36,7 +36,7 @@ fn without_an_llm_a_run_searches_with_the_tuner() {
     assert!(
         html.contains("<svg") && html.contains("tiny_softmax_tunable"),
         "{}",
-        &html[..html.len().min(500)]
+        html.chars().take(500).collect::<String>()
     );
     let show = ksearch_in(work.path(), &["show", run_dir.to_str().unwrap(), "--json"], &[]).json();
     // The seed (all defaults) plus 4 tuner rounds, each a distinct knob assignment.

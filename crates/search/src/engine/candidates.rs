@@ -17,7 +17,10 @@ pub struct Candidate {
     pub result: Option<EvalSummary>,
     /// The final re-measurement, for the top candidates.
     pub final_result: Option<EvalSummary>,
-    /// How the engine made it when no coder wrote it (e.g. a knob sweep's variant).
+    /// What the engine has to say about it, shown in the report and, on the cycle's best, to the
+    /// coder's next improve round: for a knob sweep's variant, how it was made (`knob sweep of
+    /// candidate 3: BLOCK=64`); for a coder's kernel whose knob annotations are malformed, the
+    /// problems found in them (the kernel itself was measured as written). None otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }

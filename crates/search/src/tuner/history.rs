@@ -76,7 +76,7 @@ impl History {
         }
         // Fastest first; the failed ones after, in candidate order (stable sort).
         ranked.sort_by(|x, y| match (x.0, y.0) {
-            (Some(a), Some(b)) => b.partial_cmp(&a).unwrap_or(std::cmp::Ordering::Equal),
+            (Some(a), Some(b)) => b.total_cmp(&a),
             (Some(_), None) => std::cmp::Ordering::Less,
             (None, Some(_)) => std::cmp::Ordering::Greater,
             (None, None) => std::cmp::Ordering::Equal,
