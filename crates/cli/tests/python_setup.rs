@@ -99,13 +99,18 @@ fn python3_without_ensurepip_gets_pip_from_its_wheel() {
         &[("PATH", path.as_str()), ("KSEARCH_CACHE_DIR", cache.to_str().unwrap())],
     );
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("could not set up pip"), "{}", r.stderr);
+    assert!(r.stderr.contains("python3 -m venv failed"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("fetching pip 25.0.1 from https://pypi.org"),
+        "{}",
+        r.stderr
+    );
     assert!(r.stderr.contains("ensurepip is not available"), "{}", r.stderr);
     assert_eq!(r.json()["status"], "passed");
     assert!(cache.join("venv/bin/python").is_file());
     let wheels: Vec<_> = std::fs::read_dir(cache.join("bootstrap")).unwrap().flatten().collect();
     assert_eq!(wheels.len(), 1, "{wheels:?}");
-    assert!(wheels[0].file_name().to_string_lossy().starts_with("pip-"));
+    assert_eq!(wheels[0].file_name().to_string_lossy(), "pip-25.0.1-py3-none-any.whl");
 }
 
 #[test]
@@ -130,4 +135,62 @@ fn an_unreachable_package_index_is_named_with_what_to_install() {
         r.stderr
     );
     assert!(r.stderr.contains("apt install python3-venv"), "{}", r.stderr);
+}
+
+#[test]
+fn the_harness_runs_with_single_threaded_blas_and_sleeping_openmp_threads() {
+    // A stand-in interpreter that records the environment ksearch gives the harness, then
+    // fails: what matters is what the evaluation of an OpenMP task would have run under.
+    let tmp = tempfile::tempdir().unwrap();
+    let dump = tmp.path().join("env.txt");
+    let python = tmp.path().join("python");
+    std::fs::write(
+        &python,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = -c ]; then exit 0; fi\nenv > {}\nexit 3\n",
+            dump.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let r = ksearch_env(
+        &["eval", "softmax"],
+        &[
+            ("KSEARCH_PYTHON", python.to_str().unwrap()),
+            ("KSEARCH_CACHE_DIR", tmp.path().to_str().unwrap()),
+        ],
+    );
+    assert_ne!(r.code, 0, "the stand-in cannot evaluate anything: {}", r.stderr);
+    let env = std::fs::read_to_string(&dump).unwrap_or_else(|e| panic!("no environment recorded ({e}): {}", r.stderr));
+    for expected in ["OPENBLAS_NUM_THREADS=1", "MKL_NUM_THREADS=1", "OMP_WAIT_POLICY=passive"] {
+        assert!(env.lines().any(|l| l == expected), "{expected} missing:\n{env}");
+    }
+    // softmax enables OpenMP: its candidates get every core.
+    let cores = std::thread::available_parallelism().unwrap().get();
+    assert!(env.lines().any(|l| l == format!("OMP_NUM_THREADS={cores}")), "{env}");
+}
+
+#[test]
+fn a_package_index_over_plain_http_elsewhere_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shim = debian_python3_without_venv(tmp.path());
+    let cache = tmp.path().join("cache");
+    let path = format!("{}:{}", shim.display(), std::env::var("PATH").unwrap_or_default());
+    let r = ksearch_env(
+        &["eval", fixture("tiny_softmax").to_str().unwrap()],
+        &[
+            ("PATH", path.as_str()),
+            ("KSEARCH_CACHE_DIR", cache.to_str().unwrap()),
+            ("KSEARCH_PACKAGE_INDEX", "http://mirror.example"),
+        ],
+    );
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("KSEARCH_PACKAGE_INDEX=http://mirror.example: the package index must be an https://"),
+        "{}",
+        r.stderr
+    );
+    assert!(!cache.join("bootstrap").exists(), "nothing was fetched");
 }

@@ -121,6 +121,12 @@ fn find_python(notify: &dyn Fn(&str)) -> Result<PathBuf, EvalError> {
     if has_numpy(&system) {
         return Ok(system);
     }
+    // Several ksearch processes may start at once on a fresh machine (a parallel benchmark):
+    // one creates the environment while the others wait, then use it.
+    let _lock = lock_file(&cache_dir().join("venv.lock"))?;
+    if has_numpy(&venv_python) {
+        return Ok(venv_python);
+    }
     notify(&format!(
         "python3 has no NumPy; creating a virtual environment for the harness in {} (once)",
         venv.display()
@@ -132,8 +138,15 @@ fn find_python(notify: &dyn Fn(&str)) -> Result<PathBuf, EvalError> {
         if out.status.success() {
             Ok(())
         } else {
-            let tail: String = String::from_utf8_lossy(&out.stderr)
+            // Both streams: some Pythons print why venv failed on standard output.
+            let both = format!(
+                "{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let tail: String = both
                 .lines()
+                .filter(|l| !l.trim().is_empty())
                 .rev()
                 .take(5)
                 .collect::<Vec<_>>()
@@ -155,10 +168,10 @@ fn find_python(notify: &dyn Fn(&str)) -> Result<PathBuf, EvalError> {
         let why = why.to_string();
         let _ = std::fs::remove_dir_all(&venv);
         notify(&format!(
-            "python3 -m venv could not set up pip ({}); creating the environment without pip and \
-             fetching pip's wheel from {} to install NumPy (installing python3-venv avoids this)",
+            "python3 -m venv failed ({}); creating the environment without pip and fetching pip \
+             {PIP_VERSION} from {} to install NumPy (where python3-venv is missing, installing it avoids this)",
             one_line(why.lines().skip(1).collect::<Vec<_>>().join(" ")),
-            package_index()
+            package_index()?
         ));
         ran(
             Command::new("python3").args(["-m", "venv", "--without-pip"]).arg(&venv),
@@ -166,15 +179,14 @@ fn find_python(notify: &dyn Fn(&str)) -> Result<PathBuf, EvalError> {
         )?;
         let wheel = fetch_pip_wheel(&venv_python)?;
         notify("installing NumPy into it with pip");
-        ran(
-            Command::new(&venv_python).arg(wheel.join("pip")).args([
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "numpy",
-            ]),
-            "pip (from its wheel) install numpy",
-        )?;
+        let mut pip = Command::new(&venv_python);
+        pip.arg(wheel.join("pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check", "numpy"]);
+        if std::env::var_os("KSEARCH_PACKAGE_INDEX").is_some() {
+            // NumPy from the same mirror as pip.
+            pip.arg("--index-url").arg(format!("{}/simple/", package_index()?));
+        }
+        ran(&mut pip, "pip (from its wheel) install numpy")?;
     } else {
         notify("installing NumPy into it with pip");
         ran(
@@ -191,6 +203,27 @@ fn find_python(notify: &dyn Fn(&str)) -> Result<PathBuf, EvalError> {
     Ok(venv_python)
 }
 
+/// An exclusive lock on `path` (created if missing), held until the file is dropped; waits
+/// for another process holding it.
+fn lock_file(path: &Path) -> Result<std::fs::File, EvalError> {
+    use std::os::fd::AsRawFd;
+    let fail = |e: std::io::Error| EvalError::Setup(format!("cannot lock {}: {e}", path.display()));
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(fail)?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(fail)?;
+    // SAFETY: flock on a file descriptor this function owns; no memory is shared with it.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(fail(std::io::Error::last_os_error()));
+    }
+    Ok(file)
+}
+
 /// A multi-line message as one line of at most 240 characters.
 fn one_line(text: String) -> String {
     let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -201,49 +234,75 @@ fn one_line(text: String) -> String {
 }
 
 /// The package index pip's wheel is fetched from: `$KSEARCH_PACKAGE_INDEX` (a mirror speaking
-/// PyPI's JSON API), else PyPI. NumPy itself comes from wherever pip is configured to look.
-fn package_index() -> String {
-    std::env::var("KSEARCH_PACKAGE_INDEX")
+/// the JSON form of the simple repository API, PEP 691; NumPy then comes from it too), else
+/// PyPI. Only HTTPS, or plain HTTP to this machine (a local mirror).
+fn package_index() -> Result<String, EvalError> {
+    let index = std::env::var("KSEARCH_PACKAGE_INDEX")
         .ok()
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "https://pypi.org".into())
         .trim_end_matches('/')
-        .to_string()
+        .to_string();
+    let local = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+        .iter()
+        .any(|p| {
+            index
+                .strip_prefix(p)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with([':', '/']))
+        });
+    if index.starts_with("https://") || local {
+        Ok(index)
+    } else {
+        Err(EvalError::Setup(format!(
+            "KSEARCH_PACKAGE_INDEX={index}: the package index must be an https:// address (or http:// on this \
+             machine): what it serves is installed and run"
+        )))
+    }
 }
 
-/// Python (standard library only) that downloads the newest pure-Python pip wheel listed by
-/// the index's JSON API into a folder, checks its SHA-256 against the listing, and prints its
-/// path. Run by the new environment's interpreter, so the system's TLS certificates are used.
+/// The pip that bootstraps NumPy where python3 has no ensurepip, pinned with its SHA-256 so that
+/// the index (or a mirror) cannot substitute another file: 25.0.1 still runs on Python 3.8.
+const PIP_VERSION: &str = "25.0.1";
+const PIP_WHEEL: &str = "pip-25.0.1-py3-none-any.whl";
+const PIP_SHA256: &str = "c46efd13b6aa8279f33f2864459c8ce587ea6a1a59ee20de055868d8f7688f7f";
+
+/// Python (standard library only) that finds a file in the index's listing of pip (the JSON
+/// simple API), downloads it, checks it against the expected SHA-256, writes it into a folder
+/// through a temporary file, and prints its path. Run by the new environment's interpreter, so
+/// the system's TLS certificates are used.
 const FETCH_PIP: &str = r#"
-import hashlib, json, os, sys, urllib.parse, urllib.request
-index, folder = sys.argv[1], sys.argv[2]
-listed_at = index + "/pypi/pip/json"
-with urllib.request.urlopen(listed_at, timeout=60) as r:
+import hashlib, json, os, sys, tempfile, urllib.parse, urllib.request
+index, folder, name, digest = sys.argv[1:5]
+listed_at = index + "/simple/pip/"
+request = urllib.request.Request(listed_at, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+with urllib.request.urlopen(request, timeout=60) as r:
     listing = json.load(r)
-wheels = [u for u in listing["urls"] if u["filename"].endswith("-py3-none-any.whl")]
-if not wheels:
-    sys.exit("the index lists no py3-none-any wheel for pip's latest release")
-wheel = wheels[0]
-# Mirrors may list the file relative to the listing's address.
-with urllib.request.urlopen(urllib.parse.urljoin(listed_at, wheel["url"]), timeout=120) as r:
+entry = next((f for f in listing.get("files", []) if f.get("filename") == name), None)
+if entry is None:
+    sys.exit(f"the index does not list {name}")
+# Mirrors may give the file's address relative to the listing's.
+with urllib.request.urlopen(urllib.parse.urljoin(listed_at, entry["url"]), timeout=120) as r:
     data = r.read()
-if hashlib.sha256(data).hexdigest() != wheel["digests"]["sha256"]:
-    sys.exit("the pip wheel's SHA-256 does not match the index's listing")
+if hashlib.sha256(data).hexdigest() != digest:
+    sys.exit(f"{name} as served does not have the SHA-256 ksearch pins for it")
 os.makedirs(folder, exist_ok=True)
-path = os.path.join(folder, wheel["filename"])
-with open(path, "wb") as f:
+fd, partial = tempfile.mkstemp(dir=folder, suffix=".part")
+with os.fdopen(fd, "wb") as f:
     f.write(data)
+path = os.path.join(folder, name)
+os.replace(partial, path)
 print(path)
 "#;
 
 /// Downloads pip's wheel into the cache (see [`FETCH_PIP`]); a wheel is a zip archive that
 /// Python runs as `python WHEEL/pip ...`, so nothing needs installing first.
 fn fetch_pip_wheel(python: &Path) -> Result<PathBuf, EvalError> {
-    let index = package_index();
+    let index = package_index()?;
     let folder = cache_dir().join("bootstrap");
     let out = Command::new(python)
         .args(["-c", FETCH_PIP, &index])
         .arg(&folder)
+        .args([PIP_WHEEL, PIP_SHA256])
         .output()
         .map_err(|e| EvalError::Setup(format!("cannot start {}: {e}", python.display())))?;
     let printed = String::from_utf8_lossy(&out.stdout).trim().to_string();

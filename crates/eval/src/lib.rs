@@ -244,6 +244,11 @@ pub fn evaluate(
             ("OPENBLAS_NUM_THREADS", std::ffi::OsStr::new("1")),
             ("MKL_NUM_THREADS", std::ffi::OsStr::new("1")),
             ("OMP_NUM_THREADS", std::ffi::OsStr::new(omp_threads)),
+            // OpenMP's idle threads sleep at once instead of spinning after a parallel region
+            // (libgomp spins for a while by default): spinning would take cores from the
+            // reference, timed right after the candidate, and inflate the candidate's speedup.
+            // The candidate pays its own wake-up cost at its next region.
+            ("OMP_WAIT_POLICY", std::ffi::OsStr::new("passive")),
         ];
         for (key, value) in &opts.env {
             env.push((key.as_str(), std::ffi::OsStr::new(value.as_str())));
