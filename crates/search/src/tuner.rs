@@ -240,8 +240,8 @@ impl Tuner {
             n.solution_ref
                 .as_ref()
                 .and_then(|s| engine.candidate(s.candidate_id))
-                .and_then(|c| c.sources.iter().find_map(|src| read_mark(&src.content)))
-                .or_else(|| node_assignment(Some(n)))
+                .and_then(|c| c.sources.iter().find_map(|src| read_mark(self.space(), &src.content)))
+                .or_else(|| node_assignment(self.space(), Some(n)))
         };
         let (base_node, base) = match plan {
             PlanKind::Refine { node_id } => {
@@ -291,7 +291,7 @@ impl Tuner {
         let active = wm.tree().active_leaf_id();
         let mut stale = HashSet::new();
         for n in wm.tree().nodes().iter().filter(|n| n.is_open_action()) {
-            let tried = node_assignment(Some(n)).is_some_and(|a| h.tried.contains(&key(&a)));
+            let tried = node_assignment(self.space(), Some(n)).is_some_and(|a| h.tried.contains(&key(&a)));
             if tried && n.node_id != active && !wm.tree().has_children(&n.node_id) {
                 stale.insert(n.node_id.clone());
                 ops.push(json!({"op": "delete_node", "node_id": n.node_id}));
@@ -339,7 +339,7 @@ impl Tuner {
     }
 
     fn code(&self, engine: &Engine, kind: CodeKind, node_id: &str, h: &History) -> Result<Assignment, TunerError> {
-        let node_a = node_assignment(engine.world_model().node(node_id))
+        let node_a = node_assignment(self.space(), engine.world_model().node(node_id))
             .ok_or_else(|| TunerError::NoAssignment(node_id.to_string()))?;
         let from = match kind {
             // The node's own assignment, unless it was evaluated meanwhile or breaks a
@@ -369,7 +369,7 @@ impl Tuner {
     ) -> Result<Assignment, TunerError> {
         let from = base
             .and_then(|id| engine.candidate(id))
-            .and_then(|c| c.sources.iter().find_map(|s| read_mark(&s.content)));
+            .and_then(|c| c.sources.iter().find_map(|s| read_mark(self.space(), &s.content)));
         let from = match from {
             Some(from) => from,
             None => {
@@ -557,18 +557,33 @@ fn key(a: &Assignment) -> String {
 }
 
 /// The assignment an action carries (`knobs: {...}` in its description).
-fn node_assignment(node: Option<&Node>) -> Option<Assignment> {
+/// The assignment an open or solved node of the tuner stands for (its action's description).
+fn node_assignment(space: &KnobSpace, node: Option<&Node>) -> Option<Assignment> {
     let d = &node?.action.as_ref()?.description;
-    serde_json::from_str(d.strip_prefix("knobs: ")?).ok()
+    Some(complete(space, serde_json::from_str(d.strip_prefix("knobs: ")?).ok()?))
 }
 
-fn read_mark(source: &str) -> Option<Assignment> {
+/// The assignment a rendered kernel was made from (its first line).
+fn read_mark(space: &KnobSpace, source: &str) -> Option<Assignment> {
     let line = source.lines().next()?;
     let json = match line.strip_prefix(PY_MARK) {
         Some(rest) => rest,
         None => line.strip_prefix(MARK)?.strip_suffix(" */")?,
     };
-    serde_json::from_str(json).ok()
+    Some(complete(space, serde_json::from_str(json).ok()?))
+}
+
+/// `a` over the template's knobs as they are now: a knob added to the template since `a` was
+/// recorded takes its default, one removed is dropped. A run started before its task's
+/// template changed resumes with the assignments it recorded meaning what they meant.
+fn complete(space: &KnobSpace, a: Assignment) -> Assignment {
+    let mut full = space.default_assignment();
+    for (knob, value) in a {
+        if let Some(slot) = full.get_mut(&knob) {
+            *slot = value;
+        }
+    }
+    full
 }
 
 fn round2(x: f64) -> f64 {
@@ -589,6 +604,20 @@ mod tests {
             let j = jitter(s, "k");
             assert!((0.0..SEED_JITTER).contains(&j), "{j}");
         }
+    }
+
+    #[test]
+    fn recorded_assignments_are_read_over_the_templates_knobs_as_they_are_now() {
+        let space = KnobSpace::parse(
+            "knobs.toml",
+            "[[knob]]\nname = \"acc\"\nvalues = [1, 2]\ndefault = 1\n\n\
+             [[knob]]\nname = \"threads\"\nvalues = [1, 2]\ndefault = 1\n",
+        )
+        .unwrap();
+        // Recorded before `threads` existed, with a knob since removed.
+        let source = format!("{MARK}{{\"acc\":2,\"gone\":true}} */\nvoid k(void) {{}}\n");
+        let a = read_mark(&space, &source).unwrap();
+        assert_eq!(key(&a), "{\"acc\":2,\"threads\":1}");
     }
 
     #[test]

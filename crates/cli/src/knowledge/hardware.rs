@@ -27,12 +27,21 @@ const MIN_GPU_RIDGE: f64 = 1.0;
 const LATENCY_FLOOR_S: f64 = 5e-6;
 
 /// The target's hardware figures by name (`l1_kb`, `simd_width`, ...), for knob constraints.
+/// A CPU target's `compute_units` is this machine's (the cores ksearch may use), since the CPU
+/// tasks run where ksearch runs: the knowledge base's generic CPU says 2, and a `threads` knob
+/// bounded by it would never use the cores of a larger machine.
 pub(crate) fn hw_figures(kb: &Kb, target: &str) -> anyhow::Result<IndexMap<String, f64>> {
     let spec = kb.hardware(target)?;
-    Ok(FIGURE_META
+    let mut figures: IndexMap<String, f64> = FIGURE_META
         .iter()
         .filter_map(|m| spec.figures.get(m.key).map(|f| (m.key.to_string(), f.value)))
-        .collect())
+        .collect();
+    if spec.kind == DeviceKind::Cpu {
+        if let Ok(cores) = std::thread::available_parallelism() {
+            figures.insert("compute_units".into(), cores.get() as f64);
+        }
+    }
+    Ok(figures)
 }
 
 /// The hardware figures of `task`'s target device on this platform (the knob limits of
@@ -154,6 +163,16 @@ mod tests {
 
     fn builtin(name: &str) -> Task {
         Task::load_builtin(name).unwrap()
+    }
+
+    #[test]
+    fn a_cpu_targets_compute_units_are_this_machines_cores() {
+        let kb = Kb::builtin().unwrap();
+        let cores = std::thread::available_parallelism().unwrap().get() as f64;
+        assert_eq!(hw_figures(&kb, "cpu-generic").unwrap()["compute_units"], cores);
+        // A GPU's come from the knowledge base.
+        let h200 = kb.hardware("h200").unwrap().figures.get("compute_units").unwrap().value;
+        assert_eq!(hw_figures(&kb, "h200").unwrap()["compute_units"], h200);
     }
 
     #[test]

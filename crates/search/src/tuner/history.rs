@@ -45,7 +45,7 @@ impl History {
         let mut seen: HashMap<i64, (Assignment, Option<&EvalSummary>)> = HashMap::new();
         let mut ranked: Vec<(Option<f64>, i64, Assignment)> = Vec::new();
         for c in engine.candidates() {
-            let Some(a) = c.sources.iter().find_map(|s| read_mark(&s.content)) else {
+            let Some(a) = c.sources.iter().find_map(|s| read_mark(space, &s.content)) else {
                 continue;
             };
             let result = c.result.as_ref();
@@ -89,7 +89,7 @@ impl History {
             .iter()
             .filter(|n| n.is_open_action())
         {
-            if let Some(a) = node_assignment(Some(n)) {
+            if let Some(a) = node_assignment(space, Some(n)) {
                 h.planned.insert(key(&a));
             }
         }
