@@ -88,16 +88,28 @@ fn debian_python3_without_venv(dir: &Path) -> std::path::PathBuf {
     shim
 }
 
+/// `ksearch eval` of the tiny softmax behind [`debian_python3_without_venv`], with a fresh cache
+/// (returned) and, if given, a package index.
+fn eval_behind_debian_python3(dir: &Path, index: Option<&str>, json: bool) -> (Run, std::path::PathBuf) {
+    let shim = debian_python3_without_venv(dir);
+    let cache = dir.join("cache");
+    let path = format!("{}:{}", shim.display(), std::env::var("PATH").unwrap_or_default());
+    let task = fixture("tiny_softmax");
+    let mut args = vec!["eval", task.to_str().unwrap()];
+    if json {
+        args.push("--json");
+    }
+    let mut env = vec![("PATH", path.as_str()), ("KSEARCH_CACHE_DIR", cache.to_str().unwrap())];
+    if let Some(index) = index {
+        env.push(("KSEARCH_PACKAGE_INDEX", index));
+    }
+    (ksearch_env(&args, &env), cache)
+}
+
 #[test]
 fn python3_without_ensurepip_gets_pip_from_its_wheel() {
     let tmp = tempfile::tempdir().unwrap();
-    let shim = debian_python3_without_venv(tmp.path());
-    let cache = tmp.path().join("cache");
-    let path = format!("{}:{}", shim.display(), std::env::var("PATH").unwrap_or_default());
-    let r = ksearch_env(
-        &["eval", fixture("tiny_softmax").to_str().unwrap(), "--json"],
-        &[("PATH", path.as_str()), ("KSEARCH_CACHE_DIR", cache.to_str().unwrap())],
-    );
+    let (r, cache) = eval_behind_debian_python3(tmp.path(), None, true);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert!(r.stderr.contains("python3 -m venv failed"), "{}", r.stderr);
     assert!(
@@ -116,18 +128,8 @@ fn python3_without_ensurepip_gets_pip_from_its_wheel() {
 #[test]
 fn an_unreachable_package_index_is_named_with_what_to_install() {
     let tmp = tempfile::tempdir().unwrap();
-    let shim = debian_python3_without_venv(tmp.path());
-    let cache = tmp.path().join("cache");
-    let path = format!("{}:{}", shim.display(), std::env::var("PATH").unwrap_or_default());
     // A port nothing listens on: the fetch fails at once.
-    let r = ksearch_env(
-        &["eval", fixture("tiny_softmax").to_str().unwrap()],
-        &[
-            ("PATH", path.as_str()),
-            ("KSEARCH_CACHE_DIR", cache.to_str().unwrap()),
-            ("KSEARCH_PACKAGE_INDEX", "http://127.0.0.1:9"),
-        ],
-    );
+    let (r, _) = eval_behind_debian_python3(tmp.path(), Some("http://127.0.0.1:9"), false);
     assert_ne!(r.code, 0, "{}", r.stderr);
     assert!(
         r.stderr.contains("cannot fetch pip's wheel from http://127.0.0.1:9"),
@@ -174,17 +176,7 @@ fn the_harness_runs_with_single_threaded_blas_and_sleeping_openmp_threads() {
 #[test]
 fn a_package_index_over_plain_http_elsewhere_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
-    let shim = debian_python3_without_venv(tmp.path());
-    let cache = tmp.path().join("cache");
-    let path = format!("{}:{}", shim.display(), std::env::var("PATH").unwrap_or_default());
-    let r = ksearch_env(
-        &["eval", fixture("tiny_softmax").to_str().unwrap()],
-        &[
-            ("PATH", path.as_str()),
-            ("KSEARCH_CACHE_DIR", cache.to_str().unwrap()),
-            ("KSEARCH_PACKAGE_INDEX", "http://mirror.example"),
-        ],
-    );
+    let (r, cache) = eval_behind_debian_python3(tmp.path(), Some("http://mirror.example"), false);
     assert_ne!(r.code, 0, "{}", r.stderr);
     assert!(
         r.stderr

@@ -536,16 +536,22 @@ pub fn describe_assignment(a: &Assignment) -> String {
 }
 
 impl KernelTemplate {
-    /// Checks that the template parses and uses no variable other than the knobs and `hw`.
-    pub fn validate(&self, file: &str) -> Result<(), SpecError> {
+    /// The variables the template reads that it does not set itself (`nested`: with their
+    /// attributes, as `hw.l1_kb`); an error naming `file` when it does not parse.
+    fn undeclared_variables(&self, file: &str, nested: bool) -> Result<std::collections::HashSet<String>, SpecError> {
         let mut env = minijinja::Environment::new();
         env.add_template("kernel", &self.source)
             .map_err(|e| SpecError::one(file, "", format!("does not parse: {e}")))?;
         let template = env
             .get_template("kernel")
             .map_err(|e| SpecError::one(file, "", e.to_string()))?;
+        Ok(template.undeclared_variables(nested))
+    }
+
+    /// Checks that the template parses and uses no variable other than the knobs and `hw`.
+    pub fn validate(&self, file: &str) -> Result<(), SpecError> {
         let mut p = Problems::new(file);
-        let mut undeclared: Vec<String> = template.undeclared_variables(false).into_iter().collect();
+        let mut undeclared: Vec<String> = self.undeclared_variables(file, false)?.into_iter().collect();
         undeclared.sort();
         for name in undeclared {
             if name != "hw" && self.space.knob(&name).is_none() && !is_jinja_global(&name) {
@@ -559,14 +565,8 @@ impl KernelTemplate {
     /// strict rendering a missing one fails every render that reaches it, and before strict
     /// rendering it printed nothing. `file` names the template in the message.
     pub fn check_figures(&self, file: &str, hw: &IndexMap<String, f64>) -> Result<(), SpecError> {
-        let mut env = minijinja::Environment::new();
-        env.add_template("kernel", &self.source)
-            .map_err(|e| SpecError::one(file, "", format!("does not parse: {e}")))?;
-        let template = env
-            .get_template("kernel")
-            .map_err(|e| SpecError::one(file, "", e.to_string()))?;
-        let mut used: Vec<String> = template
-            .undeclared_variables(true)
+        let mut used: Vec<String> = self
+            .undeclared_variables(file, true)?
             .into_iter()
             .filter_map(|v| {
                 v.strip_prefix("hw.")
