@@ -76,7 +76,19 @@ pub struct Tuner {
     priors: HashMap<String, f64>,
     /// What the priors are of (`memory-bound`), for the actions' rationale.
     prior_basis: Option<String>,
+    /// Every valid assignment, where the space is small enough to list (scouts are drawn
+    /// from it); empty otherwise.
+    valid: Vec<Assignment>,
 }
+
+/// How many assignments drawn at random (by the run's seed) the first plan adds beside its
+/// one-knob moves from the seed. One-knob steps need several successive gains to combine the
+/// knobs that matter together, while a draw from the whole space can land on such a combination
+/// at once when they are common (random search led the tuner early on softmax,
+/// bench/results/tuner.md). One draw, because a plan adds at most three nodes and each first
+/// action opens a cycle of improvement steps: on softmax's 20 rounds (the README's run) the mean
+/// best went from 2.0x to 4.3x over six seeds with one draw, against two draws' wider spread.
+const SCOUTS: usize = 1;
 
 /// One candidate step of the search: the knob it changes, the assignment, its score.
 #[derive(Debug, Clone)]
@@ -112,12 +124,13 @@ impl Tuner {
         template.space.check_figures(&hw)?;
         template.check_figures(path, &hw)?;
         let renderer = template.renderer(path)?;
-        let tuner = Tuner {
+        let mut tuner = Tuner {
             template,
             renderer,
             hw,
             priors,
             prior_basis: None,
+            valid: Vec::new(),
         };
         let space = tuner.space();
         let default = space.default_assignment();
@@ -135,6 +148,7 @@ impl Tuner {
                 for a in &valid {
                     tuner.renderer.render(a, &tuner.hw)?;
                 }
+                tuner.valid = valid;
             }
         }
         Ok(tuner)
@@ -299,19 +313,45 @@ impl Tuner {
         }
         let open_left = wm.frontier().iter().filter(|n| !stale.contains(&n.node_id)).count();
         let skip = |k: &str| h.tried.contains(k) || h.planned.contains(k);
-        let mut moves = self.best_moves(&base, h, 3, engine.config().rng_seed, &skip);
+        // A plan may add at most 3 nodes: the first one's scouts take their share.
+        let scouts = match plan {
+            PlanKind::Init => self.scouts(engine.config().rng_seed, &skip),
+            _ => Vec::new(),
+        };
+        let room = 3 - scouts.len();
+        let mut moves = self.best_moves(&base, h, room, engine.config().rng_seed, &skip);
         if moves.is_empty() {
             // Nothing new one step from the base: the nearest untried step from the best other
             // measured assignments, so the search goes on wherever untried ones are left.
             moves = h
                 .by_merit
                 .iter()
-                .map(|b| self.best_moves(b, h, 3, engine.config().rng_seed, &skip))
+                .map(|b| self.best_moves(b, h, room, engine.config().rng_seed, &skip))
                 .find(|m| !m.is_empty())
                 .unwrap_or_default();
         }
-        if moves.is_empty() && open_left == 0 {
+        if moves.is_empty() && scouts.is_empty() && open_left == 0 {
             return Err(self.exhausted(h));
+        }
+        {
+            for (i, a) in scouts.into_iter().enumerate() {
+                ops.push(json!({"op": "insert_node", "node": {
+                    "parent_id": base_node,
+                    "decision": "scout",
+                    "choice": format!("draw {}", i + 1),
+                    "overall_rating": 5.0,
+                    "confidence": 0.2,
+                    "notes": "an assignment drawn at random from the whole space, to find where to climb from",
+                    "action": {
+                        "title": format!("try a random assignment ({})", i + 1),
+                        "description": format!("knobs: {}", key(&a)),
+                        "rationale": "a few draws from the whole space find combinations of knobs that single steps reach late",
+                        "difficulty": 1,
+                        // Before the one-knob moves (scores up to 0.99 are theirs only after gains).
+                        "score": 0.95,
+                    }
+                }}));
+            }
         }
         for m in moves {
             let value = m.assignment.get(&m.knob).map(|v| v.to_string()).unwrap_or_default();
@@ -509,6 +549,23 @@ impl Tuner {
             }
         }
         best.map(|(_, b)| b)
+    }
+
+    /// Up to [`SCOUTS`] valid assignments drawn by `seed` (the same ones again in a replay),
+    /// none of them the defaults or already tried or planned.
+    fn scouts(&self, seed: u64, skip: &dyn Fn(&str) -> bool) -> Vec<Assignment> {
+        let default = key(&self.space().default_assignment());
+        let mut drawn: Vec<(f64, &Assignment)> = self
+            .valid
+            .iter()
+            .map(|a| (jitter(seed ^ 0x5C0, &key(a)), a))
+            .filter(|(_, a)| {
+                let k = key(a);
+                k != default && !skip(&k)
+            })
+            .collect();
+        drawn.sort_by(|x, y| x.0.total_cmp(&y.0));
+        drawn.into_iter().take(SCOUTS).map(|(_, a)| a.clone()).collect()
     }
 
     fn prior(&self, knob: &str) -> f64 {

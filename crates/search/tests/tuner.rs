@@ -503,3 +503,38 @@ fn steps_that_were_slower_than_their_parent_are_not_built_on() {
     }
     assert!(slower > 0, "the surface gives slower steps: {:#?}", trajectory(&engine));
 }
+
+#[test]
+fn the_first_plan_scouts_the_space_with_draws_of_the_seed() {
+    let scouts_of = |seed: u64| {
+        let config = EngineConfig {
+            rounds: 8,
+            stagnation_window: 2,
+            rng_seed: seed,
+            ..EngineConfig::default()
+        };
+        let engine = drive(&tuner(), config, 0.01);
+        let tree = engine.world_model().tree();
+        let scouts: Vec<String> = tree
+            .nodes()
+            .iter()
+            .filter(|n| n.decision == "scout")
+            .map(|n| n.action.as_ref().unwrap().description.clone())
+            .collect();
+        // Drawn under the root, evaluated before any one-knob move (they outrank them).
+        for n in tree.nodes().iter().filter(|n| n.decision == "scout") {
+            assert_eq!(n.parent_id.as_deref(), Some("root"));
+            assert!(
+                n.solution_ref.is_some(),
+                "scout {} was not evaluated: {:#?}",
+                n.node_id,
+                trajectory(&engine)
+            );
+        }
+        scouts
+    };
+    let first = scouts_of(1);
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(first, scouts_of(1), "the same seed draws the same");
+    assert!((2..8).any(|s| scouts_of(s) != first), "other seeds draw others");
+}

@@ -61,9 +61,17 @@ impl History {
                     } else {
                         0.0
                     };
-                    for knob in &space.knobs {
-                        if a.get(&knob.name) != pa.get(&knob.name) {
-                            h.knob_gains.entry(knob.name.clone()).or_default().push(gain);
+                    // A gain is the changed knobs' only for a step (one knob, or two where a
+                    // coupled one was repaired); a scout changes many, and says nothing of each.
+                    let changed: Vec<&str> = space
+                        .knobs
+                        .iter()
+                        .filter(|k| a.get(&k.name) != pa.get(&k.name))
+                        .map(|k| k.name.as_str())
+                        .collect();
+                    if changed.len() <= 2 {
+                        for knob in changed {
+                            h.knob_gains.entry(knob.to_string()).or_default().push(gain);
                         }
                     }
                 }
