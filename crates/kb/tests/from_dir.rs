@@ -293,29 +293,7 @@ fn overrides_replace_and_extend_builtin() {
 
 /// A third translation pair, as a user would add it: one file naming built-in patterns and
 /// families only.
-const TRITON_TO_METAL: &str = r#"
-schema = 1
-id = "triton-to-metal"
-source = "triton"
-target = "metal"
-title = "Triton to Metal (MLX mx.fast.metal_kernel on Apple GPUs)"
-dialect = "metal"
-languages = ["mlx"]
-summary = "A Triton program becomes one threadgroup; its blocks become loops over SIMD-group tiles."
-
-[[mappings]]
-from = "tl.program_id(0)"
-to = "threadgroup_position_in_grid.x"
-constraint = "MLX's grid counts threads, not programs: the grid is programs times the threadgroup size."
-
-[[patterns]]
-id = "simd-reductions"
-note = "tl.sum and tl.max over a block become simd_sum and simd_max plus one threadgroup step."
-
-[[assertions]]
-family = "softmax"
-properties = ["A row longer than one tile is reduced online or in two passes, never truncated."]
-"#;
+const TRITON_TO_METAL: &str = include_str!("fixtures/triton-to-metal.toml");
 
 #[test]
 fn a_folder_laid_over_the_builtin_adds_a_translation_pair() {

@@ -169,16 +169,7 @@ pub(crate) fn event_request_id(e: &Event) -> Option<&str> {
 
 /// The summary of a candidate that cannot even be made into a solution.
 pub(crate) fn rejected(reason: String) -> EvalSummary {
-    EvalSummary {
-        status: "rejected".into(),
-        reason: Some(reason),
-        speedup: None,
-        relative_noise: None,
-        workloads: vec![],
-        log_tail: String::new(),
-        suspicious: None,
-        resources: vec![],
-    }
+    EvalSummary::failure("rejected", reason)
 }
 
 /// An answer recorded for `request_id` before a crash (never turned into an event): used as

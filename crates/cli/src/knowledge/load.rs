@@ -77,25 +77,7 @@ mod tests {
     use ksearch_kb::ContextLevel;
 
     /// A third translation pair, as a user adds it: one data file.
-    const TRITON_TO_METAL: &str = r#"
-schema = 1
-id = "triton-to-metal"
-source = "triton"
-target = "metal"
-title = "Triton to Metal (MLX mx.fast.metal_kernel on Apple GPUs)"
-dialect = "metal"
-languages = ["mlx"]
-summary = "A Triton program becomes one threadgroup; its blocks become loops over SIMD-group tiles."
-
-[[mappings]]
-from = "tl.program_id(0)"
-to = "threadgroup_position_in_grid.x"
-constraint = "MLX's grid counts threads, not programs: the grid is programs times the threadgroup size."
-
-[[patterns]]
-id = "simd-reductions"
-note = "tl.sum and tl.max over a block become simd_sum and simd_max plus one threadgroup step."
-"#;
+    const TRITON_TO_METAL: &str = include_str!("../../../kb/tests/fixtures/triton-to-metal.toml");
 
     #[test]
     fn a_translation_pair_added_through_ksearch_kb() {
