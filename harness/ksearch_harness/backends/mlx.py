@@ -19,7 +19,6 @@ import json
 import os
 import sys
 import time
-import traceback
 
 import numpy as np
 
@@ -377,13 +376,7 @@ def check_candidate(request, dialect):
     definition = Spec(request.get("definition"))
     spec, launches = mlx_spec.check(checked, definition, dialect, request.get("workloads") or [])
     if isinstance(spec, mlx_spec.LauncherSpec):
-        for path, content in checked.sources:
-            if path.endswith(".py"):
-                try:
-                    compile(content, path, "exec")
-                except (SyntaxError, ValueError) as e:
-                    detail = "".join(traceback.format_exception_only(type(e), e)).strip()
-                    raise ValueError(f"{path}: {detail}") from None
+        sources.check_python_syntax(checked.sources)
     return checked, spec, launches
 
 

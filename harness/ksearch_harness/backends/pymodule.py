@@ -18,7 +18,6 @@ import inspect
 import os
 import sys
 import time
-import traceback
 
 from .. import gpu
 from ..errors import CandidateError
@@ -62,13 +61,7 @@ class Backend(GpuBackend):
             folder = os.path.join(workdir, "build")
             os.makedirs(folder)
             sources.write(checked.sources, folder)
-            for path, content in checked.sources:
-                if path.endswith(".py"):
-                    try:
-                        compile(content, path, "exec")
-                    except (SyntaxError, ValueError) as e:
-                        detail = "".join(traceback.format_exception_only(type(e), e)).strip()
-                        raise ValueError(f"{path}: {detail}") from None
+            sources.check_python_syntax(checked.sources)
         except ValueError as e:
             return {"ok": False, "seconds": time.perf_counter() - start, "command": [],
                     "log": str(e)}

@@ -4,6 +4,7 @@ and the helpers to write them and to run a compiler under a timeout."""
 import os
 import signal
 import subprocess
+import traceback
 
 LIBRARY = "candidate.so"
 
@@ -71,6 +72,18 @@ def path_problem(path, example="kernel.c"):
     if path == LIBRARY:
         return f"{LIBRARY} is the name of the build output"
     return None
+
+
+def check_python_syntax(sources):
+    """Raises ValueError naming the file and the error for the first .py source that does not
+    compile, before anything of it runs."""
+    for path, content in sources:
+        if path.endswith(".py"):
+            try:
+                compile(content, path, "exec")
+            except (SyntaxError, ValueError) as e:
+                detail = "".join(traceback.format_exception_only(type(e), e)).strip()
+                raise ValueError(f"{path}: {detail}") from None
 
 
 def write(sources, folder):
