@@ -39,8 +39,12 @@ def main():
             evaluate.check_task(request, channel, environment)
         elif mode == "build":
             evaluate.build(request, channel, environment)
+        elif mode == "profile":
+            from . import profile  # the candidate called for a profiler (docs/protocol.md)
+            profile.profile(request, channel, environment)
         else:
-            raise ValueError(f"unknown mode {mode!r} (expected evaluate, check_task or build)")
+            raise ValueError(f"unknown mode {mode!r} "
+                             f"(expected evaluate, check_task, build or profile)")
     except TaskError as e:
         channel.emit("task_error", field=e.field, message=e.message)
     except SetupError as e:
