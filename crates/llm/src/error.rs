@@ -62,6 +62,19 @@ pub enum LlmError {
         message: String,
     },
 
+    /// A success status whose body is not JSON at all (empty, an HTML page, cut-off garbage):
+    /// the endpoint or a proxy in front of it misbehaved, not the model, so it is retried like a
+    /// 5xx and counts toward an outage ([`LlmError::is_transient`]).
+    #[error("{provider}: {url} answered HTTP {status} with a body that is not JSON, after {attempts} attempt(s): {message}. The endpoint (or a proxy in front of it) is not answering in its API: look at its logs")]
+    NotJson {
+        provider: String,
+        url: String,
+        status: u16,
+        attempts: u32,
+        message: String,
+    },
+
+    /// JSON that lacks what the wire protocol promises (no choices, no content...).
     #[error("{provider}: the answer is not in the expected format: {message}")]
     MalformedResponse { provider: String, message: String },
 
@@ -82,16 +95,30 @@ impl LlmError {
             LlmError::Http { attempts, .. }
             | LlmError::Timeout { attempts, .. }
             | LlmError::Connect { attempts, .. }
-            | LlmError::Interrupted { attempts, .. } => Some(*attempts),
+            | LlmError::Interrupted { attempts, .. }
+            | LlmError::NotJson { attempts, .. } => Some(*attempts),
             _ => None,
         }
     }
 
-    /// Whether retrying the same request may succeed.
+    /// Whether retrying the same request may succeed: the endpoint failed (5xx, 429, a timeout,
+    /// no connection, a broken or non-JSON answer), not the request. A run counts these toward
+    /// its outage stop.
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            LlmError::Http { .. } | LlmError::Timeout { .. } | LlmError::Connect { .. } | LlmError::Interrupted { .. }
+            LlmError::Http { .. }
+                | LlmError::Timeout { .. }
+                | LlmError::Connect { .. }
+                | LlmError::Interrupted { .. }
+                | LlmError::NotJson { .. }
         )
+    }
+
+    /// Whether the endpoint refused the credentials (HTTP 401/403) or none is configured: no
+    /// retry and no other request can succeed until the key is fixed, so a run should stop
+    /// (resumable) rather than go on.
+    pub fn is_auth(&self) -> bool {
+        matches!(self, LlmError::Auth { .. } | LlmError::MissingKey { .. })
     }
 }

@@ -1,7 +1,7 @@
 //! The HTTP machinery shared by every wire protocol: one reqwest client per provider with a
 //! connect timeout and a per-attempt timeout, a retry loop with exponential backoff and full
-//! jitter on 429, 5xx, timeouts and connection failures (honouring `Retry-After`), and precise,
-//! non-retried errors on 4xx. Every message that leaves this module has been passed through
+//! jitter on 429, 5xx, timeouts, connection failures and success answers whose body is not JSON
+//! (honouring `Retry-After`), and precise, non-retried errors on 4xx. Every message that leaves this module has been passed through
 //! [`redact`] with the provider's key.
 
 use crate::{redact, LlmError, ProviderConfig, Secret};
@@ -206,18 +206,21 @@ impl HttpClient {
         };
 
         if status.is_success() {
-            return serde_json::from_str(&text).map_err(|e| {
-                Failure::Fatal(LlmError::MalformedResponse {
+            // Not JSON at all (empty, an HTML error page, garbage): the endpoint or a proxy
+            // misbehaved, not the model; worth another attempt like a 5xx.
+            return serde_json::from_str(&text).map_err(|e| Failure::Transient {
+                error: LlmError::NotJson {
                     provider: provider.clone(),
-                    message: format!(
-                        "the body is not JSON ({e}); it was: {}",
-                        if text.trim().is_empty() {
-                            "(empty)".to_string()
-                        } else {
-                            self.excerpt(&text)
-                        }
-                    ),
-                })
+                    url: self.redact(url),
+                    status: status.as_u16(),
+                    attempts,
+                    message: if text.trim().is_empty() {
+                        "the body was empty".to_string()
+                    } else {
+                        format!("{e}; it was: {}", self.excerpt(&text))
+                    },
+                },
+                retry_after: None,
             });
         }
 

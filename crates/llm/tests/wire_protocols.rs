@@ -722,14 +722,18 @@ async fn slow_servers_time_out_after_retries() {
 
 #[tokio::test]
 async fn malformed_bodies_are_reported_not_retried() {
+    // JSON from the endpoint that lacks what the protocol promises: the same body would come
+    // back, so it is the answer's format error, asked once.
     let cases = [
-        (ProviderKind::OpenaiChat, "this is not json {".to_string()),
         (ProviderKind::OpenaiChat, json!({"id": "x", "choices": []}).to_string()),
         (ProviderKind::OpenaiResponses, json!({"id": "x"}).to_string()),
         (ProviderKind::Anthropic, json!({"type": "message"}).to_string()),
         (ProviderKind::Gemini, json!({"usageMetadata": {}}).to_string()),
         // A key echoed inside a malformed answer is redacted too.
-        (ProviderKind::Gemini, format!("<html>gateway saw key {KEY}</html>")),
+        (
+            ProviderKind::Gemini,
+            json!({"usageMetadata": {"note": format!("key {KEY}")}}).to_string(),
+        ),
     ];
     for (kind, body) in cases {
         let server = serve(vec![reply(200, body.clone())]).await;
@@ -738,15 +742,85 @@ async fn malformed_bodies_are_reported_not_retried() {
             .await
             .unwrap_err();
         assert!(matches!(err, LlmError::MalformedResponse { .. }), "{body}: {err:?}");
+        assert!(!err.is_transient(), "{err:?}");
         assert_eq!(server.hits(), 1, "{body}");
         let text = err.to_string();
         assert!(!text.contains(KEY), "{text}");
         let probe = if body.contains(KEY) {
-            "gateway saw key ***"
+            "key ***"
         } else {
             &body[..body.len().min(10)]
         };
         assert!(text.contains(probe), "{text} lacks {probe}");
+    }
+}
+
+/// Issue 19, item 6: a 200 whose body is not JSON at all (empty, a proxy's HTML page, garbage)
+/// is the endpoint's fault, not the model's: it is retried like a 5xx and, when every attempt
+/// gets one, fails as a transient endpoint error (which a run counts toward its outage stop),
+/// never as the model's format error.
+#[tokio::test]
+async fn bodies_that_are_not_json_are_retried_like_server_errors() {
+    let garbage = [
+        (
+            ProviderKind::OpenaiChat,
+            "this is not json {".to_string(),
+            "this is not json {",
+        ),
+        (ProviderKind::OpenaiChat, String::new(), "the body was empty"),
+        (ProviderKind::Anthropic, "   \n".to_string(), "the body was empty"),
+        (
+            ProviderKind::OpenaiResponses,
+            "<html>Bad Gateway</html>".to_string(),
+            "<html>Bad Gateway",
+        ),
+        // A key echoed inside the garbage is redacted.
+        (
+            ProviderKind::Gemini,
+            format!("<html>gateway saw key {KEY}</html>"),
+            "gateway saw key ***",
+        ),
+    ];
+    for (kind, body, probe) in garbage {
+        // Once, then a good answer: the retry gets it.
+        if kind == ProviderKind::OpenaiChat {
+            let server = serve(vec![reply(200, body.clone()), chat_ok()]).await;
+            let answer = model(&config(kind, &server.base, "m"))
+                .complete(&conversation())
+                .await
+                .unwrap_or_else(|e| panic!("{body:?}: {e:?}"));
+            assert_eq!(answer.attempts, 2, "{body:?}");
+            assert_eq!(answer.text, "done");
+            assert_eq!(server.hits(), 2, "{body:?}");
+        }
+        // Every time: a transient error after the retries, saying what came back.
+        let server = serve(vec![reply(200, body.clone())]).await;
+        let mut cfg = config(kind, &server.base, "m");
+        cfg.max_retries = 2;
+        let err = model(&cfg).complete(&conversation()).await.unwrap_err();
+        assert_eq!(server.hits(), 3, "{body:?}");
+        assert!(
+            matches!(
+                &err,
+                LlmError::NotJson {
+                    status: 200,
+                    attempts: 3,
+                    ..
+                }
+            ),
+            "{body:?}: {err:?}"
+        );
+        assert!(err.is_transient(), "{err:?}");
+        assert!(!err.is_auth(), "{err:?}");
+        assert_eq!(err.attempts(), Some(3));
+        let text = err.to_string();
+        assert!(!text.contains(KEY), "{text}");
+        assert!(text.contains(probe), "{text} lacks {probe}");
+        assert!(
+            text.contains("answered HTTP 200 with a body that is not JSON"),
+            "{text}"
+        );
+        assert!(!text.contains("not in the expected format"), "{text}");
     }
 }
 
@@ -767,6 +841,7 @@ async fn auth_failures_are_not_retried_and_name_the_key_variable() {
             matches!(&err, LlmError::Auth { status: s, .. } if *s == status),
             "{err:?}"
         );
+        assert!(err.is_auth() && !err.is_transient(), "{err:?}");
         let text = err.to_string();
         assert!(text.contains(KEY_ENV) && text.contains("invalid x-api-key"), "{text}");
     }
