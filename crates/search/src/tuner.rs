@@ -229,7 +229,7 @@ impl Tuner {
                 ..
             } => {
                 let a = match engine.config().strategy {
-                    Strategy::WorldModel => self.code(engine, *code, node_id, &history)?,
+                    Strategy::WorldModel => self.code(engine, *code, node_id, *base_candidate, &history)?,
                     // No tree (`refine`, `evolve`): one step from the candidate the round builds on.
                     _ => self.step_from(engine, *code, *base_candidate, &history)?,
                 };
@@ -263,12 +263,12 @@ impl Tuner {
                 // the next steps grow from the best measured node instead. (Growing under every
                 // measured node let the search spend most of its rounds below a slow branch.)
                 let improved = History::node_gain(engine, node_id).is_some_and(|m| m.significant && m.gain > 1.0);
-                match wm.tree().best_solved() {
+                match engine.best_solved() {
                     Some(best) if !improved && best.node_id != *node_id => (best.node_id.clone(), solved(best)),
                     _ => (node_id.clone(), wm.node(node_id).and_then(solved)),
                 }
             }
-            PlanKind::Init | PlanKind::TooHard { .. } | PlanKind::Propose => match wm.tree().best_solved() {
+            PlanKind::Init | PlanKind::TooHard { .. } | PlanKind::Propose => match engine.best_solved() {
                 // The root holds the seed; the best solved node grows the tree.
                 Some(n) => (n.node_id.clone(), solved(n)),
                 None => ("root".to_string(), None),
@@ -378,7 +378,14 @@ impl Tuner {
         Ok(json!({ "ops": ops }))
     }
 
-    fn code(&self, engine: &Engine, kind: CodeKind, node_id: &str, h: &History) -> Result<Assignment, TunerError> {
+    fn code(
+        &self,
+        engine: &Engine,
+        kind: CodeKind,
+        node_id: &str,
+        base: Option<i64>,
+        h: &History,
+    ) -> Result<Assignment, TunerError> {
         let node_a = node_assignment(self.space(), engine.world_model().node(node_id))
             .ok_or_else(|| TunerError::NoAssignment(node_id.to_string()))?;
         let from = match kind {
@@ -390,8 +397,14 @@ impl Tuner {
                 }
                 node_a
             }
-            // Improve: step from the best of this node's candidates; debug: from what failed.
-            CodeKind::Improve => h.best_for_node(node_id).unwrap_or(node_a),
+            // Improve: step from the cycle's best (the request's base, the code the engine calls
+            // the best of this step), else the best of this node's candidates; debug: from what
+            // failed.
+            CodeKind::Improve => base
+                .and_then(|id| engine.candidate(id))
+                .and_then(|c| c.sources.iter().find_map(|s| read_mark(self.space(), &s.content)))
+                .or_else(|| h.best_for_node(engine, node_id))
+                .unwrap_or(node_a),
             CodeKind::Debug => h.last_for_node(node_id).unwrap_or(node_a),
         };
         self.next_untried(engine, &from, h)

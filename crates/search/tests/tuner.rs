@@ -356,10 +356,11 @@ fn changes_within_the_noise_count_as_no_gain() {
             .any(|(_, _, _, n)| n.contains("within the noise") && !n.starts_with("measured 1.000x")),
         "a measured change inside the noise: {some:#?}"
     );
-    // With 0.1% noise the same steps are gains and losses, rated as such, and trusted more.
+    // With 0.1% noise the same steps are gains and losses, rated as such, and trusted more; the
+    // engine never calls less than 1% a difference (compare::MIN_NOISE), so that is the noise.
     let quiet = rated(&drive(&tuner(), config(20), 0.001));
     assert!(quiet.iter().any(|n| n.1 != 5.0), "quiet measurements rate: {quiet:#?}");
-    assert!(quiet.iter().all(|n| n.2 == 0.79), "0.8 / 1.01: {quiet:#?}");
+    assert!(quiet.iter().all(|n| n.2 == 0.73), "0.8 / (1 + 10 x 1%): {quiet:#?}");
 }
 
 /// The template breaks for unroll = 2 (line 3: an index past the end is undefined).

@@ -1,6 +1,7 @@
 //! Candidates as the engine knows them, the noise-aware "better than", and the performance
 //! summary the planner and coder read.
 
+use super::compare::{beats_by, CompareRule};
 use super::protocol::{EvalSummary, Source};
 use super::resources::resource_lines;
 use serde::{Deserialize, Serialize};
@@ -35,21 +36,13 @@ impl Candidate {
     }
 }
 
-/// Whether `a` is better than `b` by more than the measured noise: both passed, and `a`'s speedup
-/// exceeds `b`'s by more than the larger relative IQR of the two (a 3% noise level needs a >3%
-/// gain). Anything beats nothing; nothing beats anything.
+/// Whether `a` is better than `b` by the legacy rule ([`CompareRule::Speedup`]): both passed,
+/// and `a`'s speedup exceeds `b`'s by more than the larger relative IQR of the two (a 3% noise
+/// level needs a >3% gain). Anything beats nothing; nothing beats anything. The engine decides
+/// with its run's rule ([`super::Engine::beats`]); this is that rule for runs recorded before the
+/// paired one.
 pub fn beats(a: &EvalSummary, b: Option<&EvalSummary>) -> bool {
-    let Some(sa) = a.speedup.filter(|_| a.passed()) else {
-        return false;
-    };
-    let Some(b) = b.filter(|b| b.passed()) else { return true };
-    let Some(sb) = b.speedup else { return true };
-    let noise = a
-        .relative_noise
-        .unwrap_or(0.0)
-        .max(b.relative_noise.unwrap_or(0.0))
-        .max(0.0);
-    sa > sb * (1.0 + noise)
+    beats_by(CompareRule::Speedup, a, b)
 }
 
 /// One line per workload: `uuid: 1.42x (312.0 us +/- 4.1 us; reference 443.1 us)`.

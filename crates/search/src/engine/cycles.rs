@@ -90,7 +90,7 @@ impl Engine {
             return self.finalize();
         }
         let frontier = self.wm.frontier().len();
-        let best_has_open_child = match self.wm.tree().best_solved() {
+        let best_has_open_child = match self.best_solved() {
             Some(best) => self
                 .wm
                 .tree()

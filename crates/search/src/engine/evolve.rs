@@ -22,7 +22,8 @@
 //! - **Randomness**: a splitmix64 PRNG seeded from `rng_seed`, advanced only by the sampling
 //!   done while applying an event, so a replay draws the same numbers.
 
-use super::candidates::{beats, measurement_lines, Candidate};
+use super::candidates::{measurement_lines, Candidate};
+use super::compare::{beats_by, rank_key, CompareRule};
 use super::protocol::{CodeKind, EngineConfig, Source};
 use super::refine::{self, Tried};
 use super::render::{describe, files, performance, task_json};
@@ -172,6 +173,9 @@ pub struct Evolve {
     /// Rounds finished so far (migration counts these).
     #[serde(skip)]
     finished_rounds: u32,
+    /// The run's "faster than" (`EngineConfig::compare`), for cells and ranks.
+    #[serde(skip)]
+    rule: CompareRule,
 }
 
 impl Evolve {
@@ -191,6 +195,7 @@ impl Evolve {
             running: Vec::new(),
             next_island: 0,
             finished_rounds: 0,
+            rule: config.compare,
         }
     }
 
@@ -238,7 +243,7 @@ impl Evolve {
                 let better = c
                     .result
                     .as_ref()
-                    .is_some_and(|r| beats(r, result(archive[p].candidate)));
+                    .is_some_and(|r| beats_by(self.rule, r, result(archive[p].candidate)));
                 if better {
                     archive[p].candidate = id;
                 }
@@ -252,15 +257,20 @@ impl Evolve {
         }
     }
 
-    /// Island `i`'s elites, best first (by speedup; ties: the older candidate first).
+    /// Island `i`'s elites, best first (ties: the older candidate first), by the run's rule:
+    /// under `paired`, by their gain over the archive's first elite (their own times, paired by
+    /// workload); under the legacy rule, by speedup.
     fn ranked(&self, i: usize, candidates: &[Candidate]) -> Vec<(i64, f64)> {
+        let result = |id: i64| candidates.iter().find(|c| c.id == id).and_then(|c| c.result.as_ref());
+        let anchor = self.islands[i]
+            .archive
+            .iter()
+            .filter_map(|e| result(e.candidate))
+            .find(|r| r.passed());
         let mut out: Vec<(i64, f64)> = self.islands[i]
             .archive
             .iter()
-            .filter_map(|e| {
-                let c = candidates.iter().find(|c| c.id == e.candidate)?;
-                Some((c.id, c.speedup()?))
-            })
+            .filter_map(|e| Some((e.candidate, rank_key(self.rule, result(e.candidate)?, anchor)?)))
             .collect();
         out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         out

@@ -1,6 +1,6 @@
 //! The end of a run: the final re-measurement of the top candidates, then `Finished`.
 
-use super::{Candidate, Engine, EngineError, Phase, Purpose, Request};
+use super::{Candidate, CompareRule, Engine, EngineError, EvalSummary, Phase, Purpose, Request};
 
 impl Engine {
     // --- the end -------------------------------------------------------------------------------
@@ -18,14 +18,9 @@ impl Engine {
             self.last_cycle = Some(cycle);
         }
         self.phase = Phase::Finalizing;
-        let mut passing: Vec<&Candidate> = self.candidates.iter().filter(|c| c.passed()).collect();
-        passing.sort_by(|a, b| {
-            b.speedup()
-                .partial_cmp(&a.speedup())
-                .unwrap_or(std::cmp::Ordering::Equal)
-                .then(a.id.cmp(&b.id))
-        });
-        self.final_queue = passing
+        // The top K by the run's rule, best first (the queue pops from its end).
+        self.final_queue = self
+            .ranked()
             .iter()
             .take(self.config.final_top_k)
             .map(|c| c.id)
@@ -47,23 +42,34 @@ impl Engine {
     }
 
     /// Ranks by the final re-measurement (falling back to the search's numbers when no final
-    /// measurement passed) and ends the run.
+    /// measurement passed) and ends the run. Under the paired rule the finalists are taken in the
+    /// search's order (its best first) and one replaces the one before it only when its final
+    /// measurement beats that one's beyond the noise, so the re-measurement overturns the
+    /// search's verdict only with evidence; under the legacy rule, the highest final speedup.
     pub(super) fn finish_now(&mut self) {
-        let by_final = self
-            .candidates
-            .iter()
-            .filter_map(|c| {
-                c.final_result
-                    .as_ref()
-                    .filter(|r| r.passed())
-                    .and_then(|r| r.speedup)
-                    .map(|s| (c.id, s))
-            })
-            .fold(None, |best: Option<(i64, f64)>, (id, s)| match best {
-                Some((_, bs)) if bs >= s => best,
-                _ => Some((id, s)),
-            });
-        let best = by_final.map(|(id, _)| id).or_else(|| self.best().map(|c| c.id));
+        let finalists: Vec<&Candidate> = match self.config.compare {
+            CompareRule::Paired => self.ranked(),
+            CompareRule::Speedup => self.candidates.iter().collect(),
+        };
+        let finals = finalists
+            .into_iter()
+            .filter_map(|c| c.final_result.as_ref().filter(|r| r.passed()).map(|r| (c.id, r)));
+        let by_final = match self.config.compare {
+            CompareRule::Paired => finals
+                .fold(None, |best: Option<(i64, &EvalSummary)>, (id, r)| match best {
+                    Some((_, b)) if !self.beats(r, Some(b)) => best,
+                    _ => Some((id, r)),
+                })
+                .map(|(id, _)| id),
+            CompareRule::Speedup => finals
+                .filter_map(|(id, r)| r.speedup.map(|s| (id, s)))
+                .fold(None, |best: Option<(i64, f64)>, (id, s)| match best {
+                    Some((_, bs)) if bs >= s => best,
+                    _ => Some((id, s)),
+                })
+                .map(|(id, _)| id),
+        };
+        let best = by_final.or_else(|| self.best().map(|c| c.id));
         let reason = self.stop_reason.clone().unwrap_or_else(|| {
             if self.round >= self.config.rounds {
                 format!("the round budget ({}) is spent", self.config.rounds)

@@ -9,7 +9,6 @@
 //! variant is an ordinary candidate of the cycle (parent: the kernel it varies), so the cycle's
 //! best, the tree and the final re-measurement see it like any other.
 
-use super::candidates::beats;
 use super::protocol::{Purpose, Source};
 use super::{Engine, EngineError};
 use ksearch_spec::annotations::{annotated_knobs, set_annotated_values, AnnotatedKnob};
@@ -90,7 +89,7 @@ pub(super) fn variant_done(e: &mut Engine, candidate_id: i64) -> Result<bool, En
     sweep.pending = None;
     let result = e.candidate(candidate_id).and_then(|c| c.result.clone());
     let best = e.candidate(sweep.best).and_then(|c| c.result.clone());
-    if result.as_ref().is_some_and(|r| beats(r, best.as_ref())) {
+    if result.as_ref().is_some_and(|r| e.beats(r, best.as_ref())) {
         sweep.best = candidate_id;
         if let Some(values) = sweep.tried.last() {
             sweep.best_values = values.clone();

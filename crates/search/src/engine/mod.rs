@@ -14,6 +14,7 @@
 //! (evolve.rs); the latter two never call the planner.
 
 mod candidates;
+mod compare;
 mod cycles;
 mod evolve;
 mod finish;
@@ -25,6 +26,7 @@ mod render;
 mod resources;
 
 pub use candidates::{beats, verdict, Candidate};
+pub use compare::{beats_by, compare, rank_key, CompareRule, Comparison, Order, MIN_NOISE};
 pub use evolve::{descriptors, Elite, Evolve, Island, Migration, Step};
 pub use protocol::{
     CodeKind, EngineConfig, EvalSummary, Event, KernelResources, PlanKind, Purpose, Request, Source, Strategy,
@@ -120,6 +122,9 @@ pub struct Engine {
     /// The knob sweep under way, and the rounds all sweeps have used (knob_sweep.rs).
     sweep: Option<knob_sweep::Sweep>,
     sweep_rounds: u32,
+    /// The run's best passing candidate under the paired rule: replaced, in the order
+    /// evaluations are applied, by a candidate that beats it (`best()` under the legacy rule).
+    best: Option<i64>,
 }
 
 impl Default for Engine {
@@ -154,6 +159,7 @@ impl Engine {
             evolve: None,
             sweep: None,
             sweep_rounds: 0,
+            best: None,
         }
     }
 
@@ -237,15 +243,79 @@ impl Engine {
         self.phase == Phase::Finished
     }
 
-    /// The best passing candidate of the search so far (by search-time speedup).
+    /// The best passing candidate of the search so far, by the run's rule
+    /// (`EngineConfig::compare`): under `paired`, the first candidate to pass, replaced by every
+    /// later-measured one that beats the one before it beyond the noise (so a candidate within the
+    /// noise of the best never displaces it); under the legacy `speedup` rule, the highest
+    /// search-time speedup (the earliest candidate on ties).
     pub fn best(&self) -> Option<&Candidate> {
-        self.candidates
+        match self.config.compare {
+            CompareRule::Paired => self.best.and_then(|id| self.candidate(id)),
+            CompareRule::Speedup => {
+                self.candidates
+                    .iter()
+                    .filter(|c| c.passed())
+                    .fold(None, |best: Option<&Candidate>, c| match best {
+                        Some(b) if b.speedup() >= c.speedup() => Some(b),
+                        _ => Some(c),
+                    })
+            }
+        }
+    }
+
+    /// Whether `a` beats `b` by the run's rule (docs/engine.md, "Comparing candidates"): both
+    /// passed and `a` is faster beyond the noise; anything that passed beats nothing.
+    pub fn beats(&self, a: &EvalSummary, b: Option<&EvalSummary>) -> bool {
+        beats_by(self.config.compare, a, b)
+    }
+
+    /// `a` measured against `b` by the run's rule; `None` unless both passed.
+    pub fn compare(&self, a: &EvalSummary, b: &EvalSummary) -> Option<Comparison> {
+        compare(self.config.compare, a, b)
+    }
+
+    /// Candidate `a`'s search measurement against candidate `b`'s.
+    pub fn compare_candidates(&self, a: i64, b: i64) -> Option<Comparison> {
+        let result = |id: i64| self.candidate(id).and_then(|c| c.result.as_ref());
+        self.compare(result(a)?, result(b)?)
+    }
+
+    /// The passing candidates, fastest first by the run's rule: the best first, then the others
+    /// by their gain over it (point estimates; ties by id). Under the legacy rule, by speedup.
+    pub fn ranked(&self) -> Vec<&Candidate> {
+        let best = self.best();
+        let anchor = best.and_then(|b| b.result.as_ref());
+        let mut rest: Vec<(&Candidate, f64)> = self
+            .candidates
             .iter()
-            .filter(|c| c.passed())
-            .fold(None, |best: Option<&Candidate>, c| match best {
-                Some(b) if b.speedup() >= c.speedup() => Some(b),
-                _ => Some(c),
-            })
+            .filter(|c| c.passed() && Some(c.id) != best.map(|b| b.id))
+            .filter_map(|c| Some((c, rank_key(self.config.compare, c.result.as_ref()?, anchor)?)))
+            .collect();
+        rest.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.id.cmp(&y.0.id)));
+        best.into_iter().chain(rest.into_iter().map(|(c, _)| c)).collect()
+    }
+
+    /// The solved node whose attached candidate is the best by the run's rule (the node of the
+    /// run's best when it is attached; otherwise the first attached candidate beaten by none
+    /// later in node order). Under the legacy rule, the highest attached speedup
+    /// ([`crate::world_model::DecisionTree::best_solved`]).
+    pub fn best_solved(&self) -> Option<&crate::world_model::Node> {
+        let tree = self.wm.tree();
+        if self.config.compare == CompareRule::Speedup {
+            return tree.best_solved();
+        }
+        let solved = || tree.nodes().iter().filter(|n| n.solution_ref.is_some());
+        let id_of = |n: &crate::world_model::Node| n.solution_ref.as_ref().map(|s| s.candidate_id);
+        if let Some(best) = self.best().map(|b| b.id) {
+            if let Some(n) = solved().find(|n| id_of(n) == Some(best)) {
+                return Some(n);
+            }
+        }
+        let result = |n: &crate::world_model::Node| id_of(n).and_then(|id| self.candidate(id)?.result.as_ref());
+        solved().fold(None, |best: Option<&crate::world_model::Node>, n| match best {
+            Some(b) if !result(n).is_some_and(|r| self.beats(r, result(b))) => Some(b),
+            _ => Some(n),
+        })
     }
 
     /// The islands and archives of the `evolve` strategy (`None` for the other strategies).
@@ -510,6 +580,14 @@ impl Engine {
             return self.next_final();
         }
         self.candidates[index].result = Some(summary.clone());
+        let incumbent = self
+            .best
+            .and_then(|b| self.candidate(b))
+            .and_then(|c| c.result.as_ref());
+        let new_best = self.beats(summary, incumbent);
+        if new_best {
+            self.best = Some(candidate_id);
+        }
         self.update_signals(summary);
         // Round 0 is the seed; every other search evaluation ends a baseline round.
         if self.config.strategy != Strategy::WorldModel && self.answered_round() > 0 {
@@ -537,7 +615,11 @@ impl Engine {
             .and_then(|c| c.best)
             .and_then(|b| self.candidate(b))
             .and_then(|c| c.result.clone());
-        let improved = beats(summary, cycle_best.as_ref());
+        // The code a prompt shows as the best is the candidate the run calls best: a candidate
+        // that became the run's best is its cycle's best too (under the paired rule it beat the
+        // run's best, which the cycle's best did not beat or is).
+        let improved =
+            self.beats(summary, cycle_best.as_ref()) || (new_best && self.config.compare == CompareRule::Paired);
         if knob_sweep::is_variant(self, candidate_id) {
             // A sweep variant can become the cycle's best, but the coder's staleness count is
             // about the coder's attempts, so it is left alone.

@@ -2,6 +2,7 @@
 //! into the run store, so their field names are a file format: add fields with defaults, never
 //! rename.
 
+use super::compare::CompareRule;
 use ksearch_llm::Message;
 use serde::{Deserialize, Serialize};
 
@@ -77,6 +78,12 @@ pub struct EngineConfig {
     /// `evolve` works on up to this many islands at once, and every strategy re-measures up to
     /// this many finalists at once; `world-model` and `refine` otherwise stay one step at a time.
     pub parallel: u32,
+    /// How "faster than" is decided everywhere (docs/engine.md, "Comparing candidates"):
+    /// `paired` (the default) by the candidates' own per-workload times; a `started` event
+    /// without the field (a run recorded before it) means `speedup`, the rule it was made with,
+    /// so its log replays to the same decisions.
+    #[serde(default = "CompareRule::recorded_before_paired")]
+    pub compare: CompareRule,
 }
 
 impl Default for EngineConfig {
@@ -98,6 +105,7 @@ impl Default for EngineConfig {
             rng_seed: 0,
             knob_share: 0.25,
             parallel: 1,
+            compare: CompareRule::Paired,
         }
     }
 }

@@ -2,19 +2,20 @@
 //! answers (the tuner keeps no state, so replays and resumes see the same history).
 
 use super::{key, node_assignment, read_mark};
-use crate::engine::{beats, Engine, EvalSummary};
+use crate::engine::{Engine, EvalSummary};
 use ksearch_spec::{Assignment, KnobSpace};
 use std::collections::{HashMap, HashSet};
 
 /// A solved node's measurement against its parent's.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct NodeGain {
-    /// Speedup over the parent's attached solution.
+    /// How many times faster than the parent's attached solution, by the engine's rule (the
+    /// paired per-workload times, or the speedups for runs recorded before them).
     pub gain: f64,
-    /// The larger relative noise (IQR / median) of the two measurements.
+    /// The relative difference the noise of the two measurements allows.
     pub noise: f64,
-    /// Whether the engine's own "better" rule separates them (one beats the other by more
-    /// than that noise); otherwise the change is no gain.
+    /// Whether the engine's own "better" rule (`Engine::compare`) separates them (one beats
+    /// the other by more than that noise); otherwise the change is no gain.
     pub significant: bool,
 }
 
@@ -23,13 +24,13 @@ pub(super) struct History {
     pub tried: HashSet<String>,
     /// Assignments of open actions in the tree, planned but not evaluated yet.
     pub planned: HashSet<String>,
-    /// Per knob, the log gain of every measured change of that knob: ln(speedup / parent's
-    /// speedup), or 0 when the change is within the noise of the two measurements.
+    /// Per knob, the log gain of every measured change of that knob: ln of how many times
+    /// faster than its parent by the engine's rule, or 0 when the change is within the noise.
     pub knob_gains: HashMap<String, Vec<f64>>,
-    /// Per node: (assignment, speedup or None if failed), in candidate order.
-    pub per_node: HashMap<String, Vec<(Assignment, Option<f64>)>>,
-    /// Every evaluated assignment, the passing ones fastest first, then the others in candidate
-    /// order: where the tuner looks for untried moves once the region it works in is exhausted.
+    /// Per node: (assignment, the candidate if it passed), in candidate order.
+    pub per_node: HashMap<String, Vec<(Assignment, Option<i64>)>>,
+    /// Every evaluated assignment, the passing ones fastest first (the engine's ranking), then
+    /// the others in candidate order: where the tuner looks for untried moves once the region it works in is exhausted.
     pub by_merit: Vec<Assignment>,
 }
 
@@ -43,24 +44,19 @@ impl History {
             by_merit: Vec::new(),
         };
         let mut seen: HashMap<i64, (Assignment, Option<&EvalSummary>)> = HashMap::new();
-        let mut ranked: Vec<(Option<f64>, i64, Assignment)> = Vec::new();
+        let mut assignments: HashMap<i64, Assignment> = HashMap::new();
         for c in engine.candidates() {
             let Some(a) = c.sources.iter().find_map(|s| read_mark(space, &s.content)) else {
                 continue;
             };
             let result = c.result.as_ref();
-            if h.tried.insert(key(&a)) {
-                ranked.push((c.speedup(), c.id, a.clone()));
-            }
+            h.tried.insert(key(&a));
+            assignments.insert(c.id, a.clone());
             if let (Some(r), Some((pa, Some(pr)))) = (result, c.parent.and_then(|p| seen.get(&p))) {
-                if let (Some(s), Some(ps)) = (c.speedup(), pr.speedup.filter(|_| pr.passed())) {
-                    // The engine's rule: a change counts only when one of the two beats the
-                    // other by more than the larger of their noises.
-                    let gain = if beats(r, Some(pr)) || beats(pr, Some(r)) {
-                        (s / ps).ln()
-                    } else {
-                        0.0
-                    };
+                // The engine's rule: a change counts only when one of the two beats the other
+                // beyond the noise of the two measurements.
+                if let Some(cmp) = engine.compare(r, pr) {
+                    let gain = if cmp.significant() { cmp.gain.ln() } else { 0.0 };
                     // A gain is the changed knobs' only for a step (one knob, or two where a
                     // coupled one was repaired); a scout changes many, and says nothing of each.
                     let changed: Vec<&str> = space
@@ -79,17 +75,21 @@ impl History {
             h.per_node
                 .entry(c.node_id.clone())
                 .or_default()
-                .push((a.clone(), c.speedup()));
+                .push((a.clone(), c.passed().then_some(c.id)));
             seen.insert(c.id, (a, result));
         }
-        // Fastest first; the failed ones after, in candidate order (stable sort).
-        ranked.sort_by(|x, y| match (x.0, y.0) {
-            (Some(a), Some(b)) => b.total_cmp(&a),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            (None, Some(_)) => std::cmp::Ordering::Greater,
-            (None, None) => std::cmp::Ordering::Equal,
-        });
-        h.by_merit = ranked.into_iter().map(|(_, _, a)| a).collect();
+        // Fastest first by the engine's ranking; the failed ones after, in candidate order. Each
+        // assignment once, where it ranks best.
+        let mut listed = HashSet::new();
+        let passing = engine.ranked().into_iter().map(|c| c.id);
+        let failed = engine.candidates().iter().filter(|c| !c.passed()).map(|c| c.id);
+        for id in passing.chain(failed) {
+            if let Some(a) = assignments.get(&id) {
+                if listed.insert(key(a)) {
+                    h.by_merit.push(a.clone());
+                }
+            }
+        }
         for n in engine
             .world_model()
             .tree()
@@ -104,14 +104,17 @@ impl History {
         h
     }
 
-    pub fn best_for_node(&self, node: &str) -> Option<Assignment> {
+    /// The best passing assignment measured at `node` by the engine's rule (the first, replaced
+    /// by each later one that beats it).
+    pub fn best_for_node(&self, engine: &Engine, node: &str) -> Option<Assignment> {
+        let result = |id: i64| engine.candidate(id).and_then(|c| c.result.as_ref());
         self.per_node
             .get(node)?
             .iter()
-            .filter_map(|(a, s)| s.map(|s| (a, s)))
-            .fold(None, |best: Option<(&Assignment, f64)>, (a, s)| match best {
-                Some((_, bs)) if bs >= s => best,
-                _ => Some((a, s)),
+            .filter_map(|(a, id)| id.map(|id| (a, id)))
+            .fold(None, |best: Option<(&Assignment, i64)>, (a, id)| match best {
+                Some((_, b)) if !result(id).is_some_and(|r| engine.beats(r, result(b))) => best,
+                _ => Some((a, id)),
             })
             .map(|(a, _)| a.clone())
     }
@@ -131,19 +134,18 @@ impl History {
         }
         let result = |id: i64| engine.candidate(id).and_then(|c| c.result.as_ref());
         let (r, pr) = (result(own.candidate_id), result(parent.candidate_id));
-        let noise = [r, pr]
-            .iter()
-            .filter_map(|x| x.and_then(|x| x.relative_noise))
-            .fold(0.0, f64::max);
-        let significant = match (r, pr) {
-            (Some(r), Some(pr)) => beats(r, Some(pr)) || beats(pr, Some(r)),
-            // Without both measurements, the speedups are all there is.
-            _ => true,
-        };
-        Some(NodeGain {
-            gain: own.speedup / parent.speedup,
-            noise,
-            significant,
-        })
+        match r.zip(pr).and_then(|(r, pr)| engine.compare(r, pr)) {
+            Some(c) => Some(NodeGain {
+                gain: c.gain,
+                noise: c.noise,
+                significant: c.significant(),
+            }),
+            // Without both measurements, the attached speedups are all there is.
+            None => Some(NodeGain {
+                gain: own.speedup / parent.speedup,
+                noise: 0.0,
+                significant: true,
+            }),
+        }
     }
 }
