@@ -372,7 +372,7 @@ def _serve(sock, parent):
                 arenas[message["id"]] = (address, size)
                 answer = {"seq": seq, "ok": True}
         elif op == "load":
-            entry, answer = _load(message)
+            entry, answer = _load(message, parent)
             answer["seq"] = seq
         else:
             answer = {"seq": seq, "ok": False, "error": f"unknown op {op!r}"}
@@ -385,17 +385,27 @@ def _serve(sock, parent):
         os.kill(pid, signal.SIGSTOP)
 
 
-def _load(message):
-    applied = sandbox.confine(message["build_dir"], message["library"])
-    library, symbol = message["library"], message["symbol"]
+def _load(message, parent):
+    applied, library = sandbox.confine(message["build_dir"], message["library"], parent)
+    symbol = message["symbol"]
+
+    def named(e):  # a private copy's /proc/self/fd/N, named as the library it copies
+        return str(e).replace(library, message["library"])
     try:
         handle = ctypes.CDLL(library)  # runs the candidate's constructors
     except OSError as e:
         return None, {"ok": False, "sandbox": applied,
-                      "error": f"loading the compiled candidate failed: {e}"}
+                      "error": f"loading the compiled candidate failed: {named(e)}"}
     except Exception as e:  # noqa: BLE001 - e.g. MemoryError after its constructors ran
         return None, {"ok": False, "sandbox": applied,
-                      "error": f"loading the compiled candidate failed: {type(e).__name__}: {e}"}
+                      "error": f"loading the compiled candidate failed: {type(e).__name__}: "
+                               f"{named(e)}"}
+    finally:
+        if library != message["library"]:
+            try:
+                os.close(int(library.rsplit("/", 1)[1]))  # mapped now; the copy stays mapped
+            except (OSError, ValueError):
+                pass
     try:
         entry = getattr(handle, symbol)
     except AttributeError:

@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -332,6 +333,207 @@ class SandboxAbuse(unittest.TestCase):
                 f'fprintf(stderr, "numpy %s\\n", f ? "readable" : "refused");')
         r = run(attack(code))
         self.assertIn("numpy refused", r.stderr)
+
+
+# Issue 19, items 3 and 4: other processes are out of the candidate's reach, and it holds no
+# privilege. Every call below names the harness (getppid()), the only process these tests may
+# safely aim at: with the defences missing, it is the harness that dies or slows down.
+OTHER_PROCESS_PRELUDE = r"""
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define IDLE_POLICY 5  /* SCHED_IDLE and SCHED_BATCH: only with _GNU_SOURCE, which comes too late */
+#define BATCH_POLICY 3
+static void said(const char* what, long r) {
+    fprintf(stderr, "%s %s (%s)\n", what, r < 0 ? "refused" : "reached", r < 0 ? strerror(errno) : "");
+}
+"""
+
+ROOT = os.geteuid() == 0
+
+
+def status_fields(text):
+    """The /proc/self/status lines a candidate printed (`Name:\tvalue`), as a dict."""
+    fields = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition(":\t")
+        if sep and name in ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd",
+                            "CapAmb", "NoNewPrivs"):
+            fields[name] = value.strip()
+    return fields
+
+
+@unittest.skipUnless(worker.supported(), "the worker process needs Linux")
+class OtherProcessesAreOutOfReach(unittest.TestCase):
+    # Each of these reaches another process: its CPU-time limit (a prlimit of 0 kills it), its
+    # priority or scheduling policy (a starved harness times a slow reference), its I/O
+    # priority, its memory placement, a signal.
+    CALLS = {
+        "prlimit": "struct rlimit zero = {0, 0}; said(\"prlimit\", "
+                   "syscall(SYS_prlimit64, getppid(), RLIMIT_CPU, &zero, NULL));",
+        "setpriority": "said(\"setpriority\", setpriority(PRIO_PROCESS, getppid(), 19));",
+        "setpriority_group": "said(\"setpriority\", setpriority(PRIO_PGRP, 0, 19));",
+        "sched_setscheduler": "struct sched_param p = {0}; said(\"sched_setscheduler\", "
+                              "sched_setscheduler(getppid(), IDLE_POLICY, &p));",
+        "sched_setparam": "struct sched_param p = {0}; said(\"sched_setparam\", "
+                          "sched_setparam(getppid(), &p));",
+        "sched_setattr": "unsigned int a[14] = {56, 5}; said(\"sched_setattr\", "
+                         "syscall(SYS_sched_setattr, getppid(), a, 0));",
+        "ioprio_set": "said(\"ioprio_set\", syscall(SYS_ioprio_set, 1, getppid(), 7 << 13));",
+        "migrate_pages": "unsigned long m = 1; said(\"migrate_pages\", "
+                         "syscall(SYS_migrate_pages, getppid(), 64, &m, &m));",
+        "signal_probe": "said(\"kill\", kill(getppid(), 0));",
+        "pidfd_open": "said(\"pidfd_open\", syscall(SYS_pidfd_open, getppid(), 0));",
+    }
+
+    @needs_seccomp
+    def test_limits_priorities_and_scheduling_of_the_harness_are_killed(self):
+        for name, code in self.CALLS.items():
+            with self.subTest(call=name):
+                r = run(attack(code, prelude=OTHER_PROCESS_PRELUDE))
+                self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+                self.assertEqual(r.statuses, ["runtime_error"] * 3, r.reasons)
+                self.assertTrue(r.reasons[0].startswith(
+                    "the candidate's process was killed by signal 31 (SIGSYS, a system call "
+                    "the sandbox forbids"), r.reasons[0])
+                self.assertIn("other processes", r.reasons[0])
+                self.assertNotIn(" reached ", r.stderr)
+                self.assertNotIn(" refused ", r.stderr)
+                self.assertEqual(r.events[-1]["event"], "done")
+
+    def test_its_own_limits_priority_and_affinity_stay_its_own(self):
+        # The same calls on its own process (0 or its pid) are a kernel's business: allowed, and
+        # the kernel (which computes correctly) passes. A thread's affinity named by its tid is
+        # refused (EPERM), not killed: the filter cannot tell a thread from another process.
+        code = (
+            "struct rlimit r; said(\"getrlimit\", "
+            "syscall(SYS_prlimit64, 0, RLIMIT_CORE, NULL, &r));"
+            "said(\"prlimit_self\", syscall(SYS_prlimit64, getpid(), RLIMIT_CORE, &r, NULL));"
+            "said(\"setrlimit\", setrlimit(RLIMIT_CORE, &r));"
+            "said(\"nice\", setpriority(PRIO_PROCESS, 0, 1));"
+            "unsigned long s[16] = {0}; said(\"getaffinity\", "
+            "syscall(SYS_sched_getaffinity, 0, sizeof s, s));"
+            "said(\"setaffinity\", syscall(SYS_sched_setaffinity, 0, sizeof s, s));"
+            "said(\"setaffinity_other\", syscall(SYS_sched_setaffinity, getppid(), sizeof s, s));"
+            "struct sched_param p = {0}; said(\"batch\", sched_setscheduler(0, BATCH_POLICY, &p));"
+        )
+        source = softmax_source(prelude=OTHER_PROCESS_PRELUDE,
+                                before="static int once; if (!once++) {" + code + "}")
+        r = run(request(source))
+        self.assertEqual(r.statuses, ["passed"] * 3, r.reasons)
+        for name in ("getrlimit", "prlimit_self", "setrlimit", "nice", "getaffinity",
+                     "setaffinity", "batch"):
+            self.assertIn(f"{name} reached", r.stderr)
+        if SECCOMP and os.environ.get("KSEARCH_SANDBOX") != "off":
+            self.assertIn("setaffinity_other refused (Operation not permitted)", r.stderr)
+
+    def test_real_time_scheduling_and_a_raised_priority_are_refused_even_for_itself(self):
+        # A real-time spinning worker would starve the harness (and ksearch) on its cores.
+        code = ("struct sched_param p = {1}; said(\"fifo\", sched_setscheduler(0, SCHED_FIFO, &p));"
+                "struct sched_param o = {0}; sched_setscheduler(0, SCHED_OTHER, &o);"
+                "said(\"nice\", setpriority(PRIO_PROCESS, 0, -5));"
+                "setpriority(PRIO_PROCESS, 0, 0);")
+        r = run(attack(code, prelude=OTHER_PROCESS_PRELUDE))
+        self.assertEqual(r.statuses, ["incorrect_numerical"] * 3, r.reasons)
+        self.assertIn("fifo refused (Operation not permitted)", r.stderr)
+        self.assertIn("nice refused (Permission denied)", r.stderr)
+
+    PROBE = r"""
+        FILE* f = fopen("/proc/self/status", "r");
+        char line[256];
+        while (f && fgets(line, sizeof line, f)) fputs(line, stderr);
+        if (f) fclose(f);
+        char name[256] = "";
+        gethostname(name, sizeof name);
+        fprintf(stderr, "probe done\n");
+        said("sethostname", sethostname(name, strlen(name)));
+    """
+
+    def test_the_candidate_holds_no_capability_and_is_nobody_when_started_as_root(self):
+        r = run(attack(self.PROBE, prelude=OTHER_PROCESS_PRELUDE))
+        fields = status_fields(r.stderr)
+        self.assertIn("probe done", r.stderr)
+        for cap in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+            self.assertEqual(fields[cap], "0000000000000000", (cap, fields))
+        self.assertEqual(fields["NoNewPrivs"], "1", fields)
+        privileges = r.of("done")[0]["environment"]["sandbox"]["privileges"]
+        self.assertEqual(privileges["capabilities"], 0, privileges)
+        if ROOT:
+            self.assertEqual(fields["CapBnd"], "0000000000000000", fields)
+            self.assertEqual(fields["Uid"].split(), ["65534"] * 4, fields)
+            self.assertEqual(fields["Gid"].split(), ["65534"] * 4, fields)
+            self.assertEqual(fields["Groups"], "", fields)
+            self.assertEqual((privileges["uid"], privileges["gid"]), (65534, 65534), privileges)
+        if SECCOMP:
+            # The machine's name is seccomp's too: killed before the kernel is asked.
+            self.assertEqual(r.statuses, ["runtime_error"] * 3, r.reasons)
+            self.assertIn("signal 31 (SIGSYS", r.reasons[0])
+            self.assertNotIn("sethostname reached", r.stderr)
+
+    def test_without_the_sandbox_root_keeps_its_capabilities(self):
+        # Layer shown: KSEARCH_SANDBOX=off leaves the worker as it was forked.
+        if not ROOT:
+            self.skipTest("only root has capabilities to keep")
+        probe = self.PROBE.replace('said("sethostname"', '(void)said; (void)("sethostname"')
+        r = run(attack(probe, prelude=OTHER_PROCESS_PRELUDE), env={"KSEARCH_SANDBOX": "off"})
+        fields = status_fields(r.stderr)
+        self.assertNotEqual(fields["CapEff"], "0000000000000000", fields)
+        self.assertEqual(fields["Uid"].split()[0], "0", fields)
+
+
+@unittest.skipUnless(ROOT and worker.supported(), "dropping root needs root")
+class PrivilegesAlone(unittest.TestCase):
+    """drop_privileges without Landlock or seccomp: the layer on its own stops what the issue's
+    probes did as root (a limit or priority of root's processes, the machine's name)."""
+
+    def test_a_process_that_dropped_root_reaches_no_root_process(self):
+        from ksearch_harness import sandbox
+        import ctypes
+        import socket as socket_module
+        theirs, ours = socket_module.socketpair()
+        self.addCleanup(ours.close)
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                ours.close()
+                applied = sandbox.drop_privileges(parent)
+                libc = ctypes.CDLL(None, use_errno=True)
+                results = {"applied": applied}
+
+                def errno_of(r):
+                    return 0 if r == 0 else ctypes.get_errno()
+                # prlimit(parent, RLIMIT_CORE, its own limit): harmless if it ever got through.
+                core = (ctypes.c_ulong * 2)()
+                libc.prlimit(parent, resource.RLIMIT_CORE, None, core)
+                results["prlimit"] = errno_of(libc.prlimit(parent, resource.RLIMIT_CORE, core,
+                                                           None))
+                results["kill"] = errno_of(libc.kill(parent, 0))
+                results["setpriority"] = errno_of(libc.setpriority(0, parent, 0))
+                name = socket_module.gethostname().encode()
+                results["sethostname"] = errno_of(libc.sethostname(name, len(name)))
+                results["uid"] = os.getuid()
+                results["caps"] = list(sandbox.capabilities())
+                theirs.sendall(json.dumps(results).encode())
+            finally:
+                os._exit(0)
+        theirs.close()
+        data = b""
+        while chunk := ours.recv(65536):
+            data += chunk
+        os.waitpid(pid, 0)
+        results = json.loads(data)
+        import errno as errno_module
+        self.assertEqual(results["uid"], 65534, results)
+        self.assertEqual(results["caps"], [0, 0, 0], results)
+        self.assertEqual(results["prlimit"], errno_module.EPERM, results)
+        self.assertEqual(results["kill"], errno_module.EPERM, results)
+        self.assertEqual(results["setpriority"], errno_module.EPERM, results)
+        self.assertEqual(results["sethostname"], errno_module.EPERM, results)
 
 
 if __name__ == "__main__":
