@@ -30,6 +30,7 @@ import ctypes
 import json
 import mmap
 import os
+import resource
 import signal
 import socket
 import sys
@@ -57,11 +58,13 @@ _SIGNALS = {
     signal.SIGFPE: "SIGFPE, arithmetic fault",
     signal.SIGILL: "SIGILL, illegal instruction",
     signal.SIGABRT: "SIGABRT, aborted",
-    signal.SIGKILL: "SIGKILL, possibly out of memory",
+    # SIGKILL: told apart in _sigkill_cause (the out-of-memory killer, the CPU-time limit, or
+    # the candidate's own code).
     signal.SIGXCPU: "SIGXCPU, CPU-time limit",
     signal.SIGXFSZ: "SIGXFSZ, file size limit",
     signal.SIGSYS: "SIGSYS, a system call the sandbox forbids: new processes, sockets, "
-                   "writing files, ptrace, signals to other processes, namespaces",
+                   "writing files, reaching other processes (signals, limits, priorities, "
+                   "ptrace), namespaces, the machine's settings",
 }
 
 _spawned = None
@@ -117,6 +120,7 @@ class Worker:
         self._next_id = 0
         self._unmap = []  # arenas the harness let go, unmapped with the next message
         self._seq = 0
+        self._oom_kills = _oom_kills()  # the machine's count when the worker was started
 
     # -- life --
 
@@ -165,7 +169,7 @@ class Worker:
         """Wait until the worker has stopped itself after answering (every thread of it)."""
         while True:
             try:
-                pid, raw = os.waitpid(self.pid, os.WUNTRACED)
+                pid, raw, usage = os.wait4(self.pid, os.WUNTRACED)
             except InterruptedError:
                 continue
             except ChildProcessError:
@@ -179,15 +183,17 @@ class Worker:
                 os.kill(self.pid, signal.SIGCONT)
                 continue
             if pid:
-                return self._died(raw)
+                return self._died(raw, usage)
 
-    def _died(self, raw):
+    def _died(self, raw, usage=None):
         self.pid = None
         where = self._where()
         if os.WIFSIGNALED(raw):
             sig = os.WTERMSIG(raw)
             name = _SIGNALS.get(sig) or _signal_name(sig)
             kind = "timeout" if sig == signal.SIGXCPU else "runtime_error"
+            if sig == signal.SIGKILL:
+                name, kind = self._sigkill_cause(usage)
             return self._fail(f"the candidate's process was killed by signal {sig} ({name})"
                               f"{where}", kind)
         code = os.WEXITSTATUS(raw) if os.WIFEXITED(raw) else -1
@@ -196,6 +202,24 @@ class Worker:
                               f"(did the candidate close or misuse its file descriptors?)")
         return self._fail(f"the candidate's process exited with code {code}{where} (a kernel "
                           f"returns; it does not end its process)")
+
+    def _sigkill_cause(self, usage):
+        """Who sent the SIGKILL that ended the worker: not the harness (it records its own kills
+        before sending them), so the kernel's out-of-memory killer (the machine's count of its
+        kills went up), the CPU-time limit (the worker used it up), or the candidate's code,
+        which may signal its own process and nothing else. (the name, the status)"""
+        now = _oom_kills()
+        if now is not None and self._oom_kills is not None and now > self._oom_kills:
+            return "SIGKILL, by the kernel's out-of-memory killer", "runtime_error"
+        limit = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        used = usage.ru_utime + usage.ru_stime if usage is not None else 0.0
+        if limit != resource.RLIM_INFINITY and used >= limit - 0.5:
+            return f"SIGKILL, the CPU-time limit of {limit} s", "timeout"
+        if now is None:
+            return ("SIGKILL, the candidate's code or the out-of-memory killer (this machine "
+                    "does not count the killer's kills)"), "runtime_error"
+        return ("SIGKILL, sent by the candidate's code to its own process (not the "
+                "out-of-memory killer, not a limit)"), "runtime_error"
 
     # -- messages --
 
@@ -299,6 +323,19 @@ def _not_dumpable():
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     except (OSError, AttributeError):
         pass
+
+
+def _oom_kills():
+    """How many processes the kernel's out-of-memory killer has killed since boot (the
+    `oom_kill` line of /proc/vmstat, Linux 4.13+), or None where it is not counted."""
+    try:
+        with open("/proc/vmstat") as f:
+            for line in f:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def _signal_name(sig):

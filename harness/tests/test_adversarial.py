@@ -147,6 +147,17 @@ class ProtocolForgery(unittest.TestCase):
                                        "correctness of workload 0, trial 0 (a kernel returns; "
                                        "it does not end its process)")
 
+    def test_a_worker_killed_by_its_own_code_is_not_called_out_of_memory(self):
+        # Issue 19, item 7: a SIGKILL the candidate sent itself is said to be its own, not
+        # "possibly out of memory" (the machine's count of out-of-memory kills did not move).
+        r = run(attack("kill(getpid(), SIGKILL);"))
+        self.assertEqual(r.statuses, ["runtime_error"] * 3)
+        self.assertEqual(r.reasons[0], "the candidate's process was killed by signal 9 (SIGKILL, "
+                                       "sent by the candidate's code to its own process (not "
+                                       "the out-of-memory killer, not a limit)) during "
+                                       "correctness of workload 0, trial 0")
+        self.assertEqual(r.events[-1]["event"], "done")
+
     @needs_seccomp
     def test_killing_the_harness_is_stopped_by_the_sandbox(self):
         r = run(attack("kill(getppid(), SIGKILL);"))
