@@ -37,6 +37,8 @@ enum Reply {
     ServerError(u16),
     /// 200 whose body is a proxy's HTML page, not JSON.
     NotJson,
+    /// 200 with an empty body.
+    Empty,
     /// Reads the request and answers nothing until long after the client gave up.
     Hang,
     /// The status line, the headers and half of a correct answer, then the connection closes.
@@ -124,6 +126,7 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
             "",
             "<html><body><h1>upstream connect error</h1></body></html>",
         ),
+        Reply::Empty => respond(&mut stream, "200 OK", "", ""),
         Reply::Hang => {
             if let Some(tx) = shared.hanging.lock().unwrap().as_ref() {
                 let _ = tx.send(());
@@ -383,7 +386,8 @@ fn a_run_lives_through_every_endpoint_fault_and_records_each_as_what_it_was() {
         ServerError(503), // 4: fails twice
         ServerError(503), //
         Kernel,           // 5: answered
-        NotJson,          // 6: not retried: the same body would come back
+        NotJson,          // 6: not JSON twice: the endpoint's fault, retried like a 5xx
+        NotJson,          //
         Hang,             // 7: times out twice
         Hang,             //
         Kernel,           // 8: answered
@@ -412,22 +416,22 @@ fn a_run_lives_through_every_endpoint_fault_and_records_each_as_what_it_was() {
     assert_eq!(j["rounds"], 12, "{j}");
     assert!(j["best_candidate"].is_i64(), "{j}");
 
-    // The server saw exactly the scripted attempts: each retried fault once more, the body
-    // that is not JSON never again, and 429's Retry-After was waited for.
+    // The server saw exactly the scripted attempts: each retried fault once more (the body that
+    // is not JSON too), and 429's Retry-After was waited for.
     let seen = server.seen();
     assert_eq!(
         seen.iter().map(|s| s.1.clone()).collect::<Vec<_>>(),
         scripted,
         "the attempts the server saw"
     );
-    for i in [1, 14] {
+    for i in [1, 15] {
         let waited = seen[i + 1].0 - seen[i].0;
         assert!(
             waited >= Duration::from_secs(1),
             "Retry-After: 1 but the retry came after {waited:?}"
         );
     }
-    let hung = seen[10].0 - seen[9].0;
+    let hung = seen[11].0 - seen[10].0;
     assert!(
         hung >= Duration::from_secs(TIMEOUT_S),
         "the client gave up on the hang after {hung:?}"
@@ -454,8 +458,8 @@ fn a_run_lives_through_every_endpoint_fault_and_records_each_as_what_it_was() {
         ),
         (1, None),
         (
-            1,
-            Some("flaky: the answer is not in the expected format: the body is not JSON"),
+            2,
+            Some("answered HTTP 200 with a body that is not JSON, after 2 attempt(s): expected value at line 1 column 1; it was: <html><body><h1>upstream connect error"),
         ),
         (2, Some(&timed_out)),
         (1, None),
@@ -472,7 +476,7 @@ fn a_run_lives_through_every_endpoint_fault_and_records_each_as_what_it_was() {
         match (error, want_error) {
             (None, None) => assert_eq!(*attempts, want_attempts, "round {round} ({id})"),
             // A failed exchange keeps its attempts where the error knows them (the retried
-            // faults); an answer that is not JSON is not retried and says nothing of them.
+            // faults).
             (Some(e), Some(w)) => {
                 assert!(e.contains(w), "round {round} ({id}): {e}\nexpected: {w}");
                 assert!(
@@ -707,4 +711,59 @@ fn refused_requests_do_not_stop_the_run_as_an_outage() {
         "{j}"
     );
     assert_eq!(failed_events(&setup.run_dir()).len(), 4, "one failed attempt per round");
+}
+
+/// Issue 19, item 6: an endpoint whose every answer is a 200 with a body that is not JSON (empty,
+/// or a proxy's page) is down, not a model with a format problem: each request is retried and
+/// fails as the endpoint's error, three in a row stop the run (exit 1, `llm_unavailable`)
+/// instead of closing nodes as too hard and "finishing", and `resume` continues it once the
+/// endpoint answers again.
+#[test]
+fn an_endpoint_answering_garbage_is_an_outage_not_a_format_error() {
+    let (server, _hanging) = Server::start(
+        vec![Reply::Empty, Reply::NotJson, Reply::Empty, Reply::Empty],
+        Reply::NotJson,
+    );
+    let setup = Setup::new(&server);
+    let r = setup.run(5);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let j = r.json();
+    assert_eq!(j["status"], "llm_unavailable", "{j}");
+    assert_eq!(j["failures"], 3, "{j}");
+    let error = j["error"].as_str().unwrap();
+    assert!(
+        error.contains("answered HTTP 200 with a body that is not JSON, after 2 attempt(s)"),
+        "{j}"
+    );
+    // Three requests, each retried once.
+    assert_eq!(server.seen().len(), 6);
+    let xs = exchanges(&setup.run_dir());
+    assert_eq!(xs.len(), 3, "{xs:#?}");
+    // Each exchange keeps its last attempt's error: an HTML page, then an empty body.
+    assert!(
+        xs[0]
+            .2
+            .as_deref()
+            .is_some_and(|e| e.contains("it was: <html><body><h1>upstream connect error")),
+        "{xs:#?}"
+    );
+    assert!(
+        xs[1].2.as_deref().is_some_and(|e| e.contains("the body was empty")),
+        "{xs:#?}"
+    );
+    assert!(
+        xs.iter().all(|x| x.1 == 2
+            && x.2
+                .as_deref()
+                .is_some_and(|e| !e.contains("not in the expected format"))),
+        "{xs:#?}"
+    );
+    assert_eq!(candidates(&setup.show()).len(), 1, "the seed only, so far");
+
+    server.set_default(Reply::Kernel);
+    let r = setup.ksearch(&["resume", setup.run_dir().to_str().unwrap(), "--json"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.json()["status"], "finished", "{}", r.stdout);
+    let rounds: Vec<u64> = candidates(&setup.show()).iter().map(|c| c.1).collect();
+    assert_eq!(rounds, vec![0, 3, 4, 5], "the search went on where it stopped");
 }
