@@ -239,7 +239,11 @@ impl Tuner {
                     _ => "c",
                 };
                 let source = self.render(&a).unwrap_or_else(|e| self.failing_kernel(&a, &e));
-                Ok(format!("```{fence} {}\n{source}```\n", self.file()))
+                Ok(format!(
+                    "DESCRIPTION: knobs {}\n```{fence} {}\n{source}```\n",
+                    describe_assignment(&a),
+                    self.file()
+                ))
             }
             _ => Err(TunerError::NotMine),
         }

@@ -115,7 +115,9 @@ fn planner_and_coder_see_registers_spills_and_shared_memory() {
     // The planner's first request shows the seed's report under its workloads.
     let init = find(&p, "plan Init");
     assert!(
-        init.contains(&format!("- w: 1.00x (1.0 us +/- 0.0 us; reference 1.0 us)\n{LINES}")),
+        init.contains(&format!(
+            "- w: 1.00x (1.00 us +/- 0.010 us; reference 1.00 us)\n{LINES}"
+        )),
         "{init}"
     );
     // The coder's: under the best so far (the seed), and under a failure it is to fix.

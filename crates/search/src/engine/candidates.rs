@@ -76,8 +76,9 @@ pub fn measurement_lines(summary: &EvalSummary) -> String {
     }
 }
 
+/// Microseconds to three significant digits (`312 us`, `12.1 us`, `0.500 us`).
 fn micros(ns: f64) -> String {
-    format!("{:.1} us", ns / 1e3)
+    format!("{} us", super::evidence::sig3(ns / 1e3))
 }
 
 /// A one-line verdict of an evaluation for tables and prompts.
@@ -100,10 +101,17 @@ pub fn verdict(summary: &EvalSummary) -> String {
     }
 }
 
-fn first_line(text: &str) -> &str {
-    let line = text.lines().next().unwrap_or("");
+/// The first line of an error with text; a label ending in `:` (`compilation failed:`) takes
+/// the next line with it, so a one-line verdict says what failed. At most 300 characters.
+fn first_line(text: &str) -> String {
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("");
+    let line = match lines.next() {
+        Some(next) if first.ends_with(':') => format!("{first} {next}"),
+        _ => first.to_string(),
+    };
     match line.char_indices().nth(300) {
-        Some((i, _)) => &line[..i],
+        Some((i, _)) => line[..i].to_string(),
         None => line,
     }
 }
@@ -145,6 +153,17 @@ mod tests {
         assert!(
             !beats(&flagged, Some(&s(Some(1.0), 0.0))),
             "a suspicious result never wins"
+        );
+    }
+
+    #[test]
+    fn a_compile_error_verdict_says_what_failed() {
+        let mut failed = s(None, 0.0);
+        failed.status = "compile_error".into();
+        failed.reason = Some("compilation failed:\nkernel.c:3:5: error: expected ';'\n1 error generated.".into());
+        assert_eq!(
+            verdict(&failed),
+            "compile_error: compilation failed: kernel.c:3:5: error: expected ';'"
         );
     }
 }

@@ -140,8 +140,17 @@ fn next(e: &mut Engine) -> bool {
     e.sweep_rounds += 1;
     let id = e.add_candidate(Some(parent), node_id, sources, e.round);
     if let Some(c) = e.candidates.iter_mut().find(|c| c.id == id) {
-        c.note = Some(note);
+        c.note = Some(note.clone());
     }
+    e.attempts.push(super::AttemptRecord {
+        round: e.round,
+        kind: None,
+        node_id: e.cycle.as_ref().map(|c| c.node_id.clone()).unwrap_or_default(),
+        parent: Some(parent),
+        candidate: Some(id),
+        description: Some(note),
+        failure: None,
+    });
     if let Some(s) = e.sweep.as_mut() {
         s.tried.push(values);
         s.pending = Some(id);

@@ -16,6 +16,7 @@
 mod candidates;
 mod compare;
 mod cycles;
+mod evidence;
 mod evolve;
 mod finish;
 mod knob_sweep;
@@ -27,6 +28,10 @@ mod resources;
 
 pub use candidates::{beats, verdict, Candidate};
 pub use compare::{beats_by, compare, rank_key, CompareRule, Comparison, Order, MIN_NOISE};
+pub use evidence::{
+    clip, diff_sources, error_excerpt, parse_description, times_line, AttemptRecord, ATTEMPTS_BUDGET, ATTEMPTS_SHOWN,
+    DIFFS_SHOWN, DIFF_MAX_CHARS, DIFF_MAX_LINES,
+};
 pub use evolve::{descriptors, Elite, Evolve, Island, Migration, Step};
 pub use protocol::{
     CodeKind, EngineConfig, EvalSummary, Event, KernelResources, PlanKind, Purpose, Request, Source, Strategy,
@@ -125,6 +130,8 @@ pub struct Engine {
     /// The run's best passing candidate under the paired rule: replaced, in the order
     /// evaluations are applied, by a candidate that beats it (`best()` under the legacy rule).
     best: Option<i64>,
+    /// Every coder answer and knob sweep variant, in the order they were made.
+    attempts: Vec<AttemptRecord>,
 }
 
 impl Default for Engine {
@@ -160,6 +167,7 @@ impl Engine {
             sweep: None,
             sweep_rounds: 0,
             best: None,
+            attempts: Vec::new(),
         }
     }
 
@@ -316,6 +324,18 @@ impl Engine {
             Some(b) if !result(n).is_some_and(|r| self.beats(r, result(b))) => Some(b),
             _ => Some(n),
         })
+    }
+
+    /// Every coder answer (with or without code) and knob sweep variant of the run, in the order
+    /// they were made: what `ksearch show` and the prompts list as attempts.
+    pub fn attempts(&self) -> &[AttemptRecord] {
+        &self.attempts
+    }
+
+    /// What candidate `id` changed, in one line: the coder's `DESCRIPTION:` line, a sweep
+    /// variant's knob values, or the engine's note.
+    pub fn description(&self, id: i64) -> Option<&str> {
+        evidence::description_of(self, self.candidate(id)?)
     }
 
     /// The islands and archives of the `evolve` strategy (`None` for the other strategies).
@@ -521,10 +541,22 @@ impl Engine {
             return Err(EngineError::Internal("coder answer without a code request".into()));
         };
         let default_file = self.task_ref()?.default_file.clone();
+        let description = answer.ok().and_then(|t| parse_description(t));
         let files = match answer {
             Ok(text) => code_files(text, Some(&default_file)).map_err(|e| format!("format_error: {e}")),
             Err(error) => Err(format!("llm_error: {error}")),
         };
+        if let Err(failure) = &files {
+            self.attempts.push(AttemptRecord {
+                round: self.answered_round(),
+                kind: Some(code),
+                node_id: node_id.clone(),
+                parent: base_candidate,
+                candidate: None,
+                description: description.clone(),
+                failure: Some(failure.clone()),
+            });
+        }
         match files {
             Ok(files) => {
                 let sources = files
@@ -535,7 +567,16 @@ impl Engine {
                     })
                     .collect();
                 let round = self.answered_round();
-                let id = self.add_candidate(base_candidate, node_id, sources, round);
+                let id = self.add_candidate(base_candidate, node_id.clone(), sources, round);
+                self.attempts.push(AttemptRecord {
+                    round,
+                    kind: Some(code),
+                    node_id,
+                    parent: base_candidate,
+                    candidate: Some(id),
+                    description,
+                    failure: None,
+                });
                 if let Some(cycle) = self.cycle.as_mut() {
                     cycle.attempts.push(Attempt {
                         round,

@@ -72,24 +72,9 @@ pub(super) fn performance(e: &Engine) -> String {
         }
         None => out.push("No passing candidate yet.".to_string()),
     }
-    let recent: Vec<String> = e
-        .candidates
-        .iter()
-        .rev()
-        .take(8)
-        .filter(|c| c.cycle > 0)
-        .map(|c| {
-            format!(
-                "- candidate {} (round {}, node {}): {}",
-                c.id,
-                c.round,
-                c.node_id,
-                describe(c)
-            )
-        })
-        .collect();
+    let recent = super::evidence::recent_attempts(e);
     if !recent.is_empty() {
-        out.push(format!("Recent attempts (newest first):\n{}", recent.join("\n")));
+        out.push(recent);
     }
     out.join("\n")
 }
