@@ -1,6 +1,7 @@
 use crate::format::{duration_ns, error};
 use crate::{EXIT_BAD_INPUT, EXIT_FAILED};
 use anyhow::Context;
+use ksearch_eval::profile::{Profile, ProfileOptions, ProfileStatus};
 use ksearch_eval::{evaluate, CudaGraph, EvalError, EvalOptions, Evaluation, Status};
 use ksearch_spec::{Solution, Task};
 use std::path::PathBuf;
@@ -53,6 +54,19 @@ pub(crate) struct EvalArgs {
     /// a GPU; CUDA needs --arch.
     #[arg(long, conflicts_with_all = ["sanitize", "baseline"])]
     build_only: bool,
+    /// GPU backends: after the evaluation, profile the candidate with Nsight Compute (ncu) on
+    /// one workload (the largest, or --profile-workload) and add its metrics to the record as
+    /// `profile` (docs/protocol.md, Profiling). Without ncu, the record says so; the evaluation
+    /// itself is unaffected.
+    #[arg(long, conflicts_with_all = ["sanitize", "build_only"])]
+    profile: bool,
+    /// The workload (uuid) to profile instead of the largest.
+    #[arg(long, value_name = "UUID", requires = "profile")]
+    profile_workload: Option<String>,
+    /// Candidate calls profiled, after one unwatched warm-up call.
+    #[arg(long, value_name = "N", requires = "profile", default_value_t = ksearch_eval::profile::DEFAULT_CALLS,
+          value_parser = clap::value_parser!(u32).range(1..=10))]
+    profile_calls: u32,
 }
 
 pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
@@ -96,6 +110,11 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
             ));
         }
     }
+    if let Some(uuid) = &args.profile_workload {
+        if let Err(e) = ksearch_eval::profile::choose_workload(&task, Some(uuid)) {
+            return bad_input(&format!("--profile-workload: {e}"));
+        }
+    }
     if args.memory_limit < MIN_MEMORY_MIB {
         return bad_input(&format!(
             "--memory-limit: {} MiB is too little to start Python and NumPy; use at least {MIN_MEMORY_MIB}",
@@ -125,7 +144,7 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
         true => None,
         false => lock_device(&solution.spec.language, &mut opts, &notify)?,
     };
-    let evaluation = match evaluate(&task, &solution, &opts, &notify) {
+    let mut evaluation = match evaluate(&task, &solution, &opts, &notify) {
         Ok(e) => e,
         Err(EvalError::Task(problem)) => {
             return bad_input(&format!(
@@ -137,6 +156,17 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
         }
         Err(e) => return Err(e).context("the evaluation could not run"),
     };
+    if args.profile {
+        let popts = ProfileOptions {
+            workload: args.profile_workload.clone(),
+            calls: args.profile_calls,
+        };
+        let profile = profile_of(&evaluation, &task, &solution, &opts, &popts, &notify);
+        if profile.status != ProfileStatus::Profiled {
+            eprintln!("ksearch: profile: {}", profile.note.as_deref().unwrap_or("none"));
+        }
+        evaluation.profile = Some(profile);
+    }
     if args.json {
         let mut json = serde_json::to_value(&evaluation).context("cannot encode the evaluation as JSON")?;
         if args.build_only {
@@ -154,6 +184,22 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
         print_table(&evaluation);
     }
     Ok(if evaluation.passed() { 0 } else { EXIT_FAILED })
+}
+
+/// The profile of a candidate that passed (the lease on its device still held); a failed one is
+/// not profiled.
+fn profile_of(
+    evaluation: &Evaluation,
+    task: &Task,
+    solution: &Solution,
+    opts: &EvalOptions,
+    popts: &ProfileOptions,
+    notify: &dyn Fn(&str),
+) -> Profile {
+    if !evaluation.passed() {
+        return Profile::unavailable("not profiled: the candidate did not pass its evaluation");
+    }
+    ksearch_eval::profile::profile(task, solution, opts, popts, notify)
 }
 
 /// What `--build-only` found: built (with the resources) or why not.
@@ -271,6 +317,9 @@ fn print_table(e: &Evaluation) {
     let resources = resources_text(e);
     if !resources.is_empty() {
         println!("{resources}\n");
+    }
+    if let Some(profile) = &e.profile {
+        println!("{}\n", ksearch_eval::profile::summary(profile));
     }
     let total = e.workloads.len();
     let passed = e.workloads.iter().filter(|w| w.status == Status::Passed).count();

@@ -100,6 +100,7 @@ impl<'a> Assembler<'a> {
             wall_seconds: wall,
             stage_seconds: self.stage_seconds,
             log,
+            profile: None,
         }
     }
 

@@ -15,6 +15,7 @@ mod assemble;
 mod auth;
 mod gpu_checks;
 pub mod harness;
+pub mod profile;
 mod record;
 mod request;
 mod roofline;

@@ -214,6 +214,10 @@ pub struct Evaluation {
     pub stage_seconds: IndexMap<String, f64>,
     /// The harness's stderr (what the candidate printed, tracebacks), bounded.
     pub log: String,
+    /// Nsight Compute's metrics on one workload, when a profile was asked for
+    /// (`ksearch eval --profile`, [`crate::profile`]); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<crate::profile::Profile>,
 }
 
 impl Evaluation {
