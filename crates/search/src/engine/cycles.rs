@@ -44,32 +44,55 @@ impl Engine {
                     self.request_plan(plan, Some(feedback))
                 } else {
                     // Give up on this planner step; the search goes on with the tree as it is.
+                    // A refine or too-hard step given up keeps its evidence: the propose prompt
+                    // that may follow shows it (docs/engine.md, "Rejected answers").
+                    if matches!(plan, PlanKind::Refine { .. } | PlanKind::TooHard { .. }) {
+                        self.gave_up = Some(render::gave_up(self, &plan, &feedback));
+                    }
                     self.after_plan(&plan)
                 }
             }
         }
     }
 
-    /// Parses and applies a planner answer; `Err` carries the feedback for a re-ask.
+    /// Parses and applies a planner answer; `Err` carries the feedback for a re-ask: every
+    /// error of the answer at once.
     pub(super) fn apply_plan(&mut self, plan: &PlanKind, text: &str) -> Result<(), String> {
-        let value = first_json_object(text).map_err(|e| retry_instruction(&e, "one JSON object as described"))?;
-        let mut trial = self.wm.clone();
-        trial.apply_value(&value, self.round).map_err(|errors| {
-            let list: Vec<String> = errors.iter().map(|e| format!("- {e}")).collect();
-            format!(
-                "Your edit script was rejected as a whole (nothing was applied):\n{}\nResend the complete, corrected answer.",
-                list.join("\n")
-            )
-        })?;
-        if *plan == PlanKind::Init && trial.frontier().is_empty() {
-            return Err(
-                "Your answer created no action the coder could implement. Insert three alternative first \
-                        steps under \"root\", each with an `action`."
-                    .to_string(),
-            );
+        match self.checked_plan(plan, text) {
+            Ok(trial) => {
+                self.wm = trial;
+                Ok(())
+            }
+            Err(errors) => {
+                let list: Vec<String> = errors.iter().map(|e| format!("- {e}")).collect();
+                Err(format!(
+                    "Your answer was rejected as a whole (nothing was applied). Every error found:\n{}\nResend the complete, corrected answer.",
+                    list.join("\n")
+                ))
+            }
         }
-        self.wm = trial;
-        Ok(())
+    }
+
+    /// The world model a planner answer would make, or every error it has (the JSON's, the
+    /// script's shape and ranges, the rules that depend on the tree, and the step's own rule).
+    pub(super) fn checked_plan(
+        &self,
+        plan: &PlanKind,
+        text: &str,
+    ) -> Result<crate::world_model::WorldModel, Vec<String>> {
+        let value = first_json_object(text).map_err(|e| vec![retry_instruction(&e, "one JSON object as described")])?;
+        let mut trial = self.wm.clone();
+        trial
+            .apply_value(&value, self.round)
+            .map_err(|errors| errors.iter().map(|e| e.to_string()).collect::<Vec<_>>())?;
+        if *plan == PlanKind::Init && trial.frontier().is_empty() {
+            return Err(vec![
+                "your answer created no action the coder could implement: insert three alternative first \
+                 steps under \"root\", each with an `action`"
+                    .to_string(),
+            ]);
+        }
+        Ok(trial)
     }
 
     pub(super) fn after_plan(&mut self, plan: &PlanKind) -> Result<(), EngineError> {
@@ -121,6 +144,7 @@ impl Engine {
             return self.finalize();
         };
         self.cycle_count += 1;
+        self.gave_up = None;
         *self.visits.entry(node_id.clone()).or_insert(0) += 1;
         let _ = self.wm.set_active_leaf(&node_id);
         let base = self.base_for(&node_id);

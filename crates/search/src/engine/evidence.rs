@@ -127,6 +127,16 @@ pub fn error_excerpt(s: &EvalSummary) -> String {
     out.join("\n")
 }
 
+/// At most `n` lines of `text`, each clipped, `...` when lines were left out.
+pub(super) fn clip_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out: Vec<String> = lines.iter().take(n).map(|l| clip_line(l)).collect();
+    if lines.len() > n {
+        out.push(format!("... ({} more lines)", lines.len() - n));
+    }
+    out.join("\n")
+}
+
 fn clip_line(line: &str) -> String {
     match line.char_indices().nth(LINE_CHARS) {
         Some((i, _)) => format!("{}...", &line[..i]),

@@ -132,6 +132,10 @@ pub struct Engine {
     best: Option<i64>,
     /// Every coder answer and knob sweep variant, in the order they were made.
     attempts: Vec<AttemptRecord>,
+    /// A refine or too-hard planner step given up after `planner_tries` rejected answers: its
+    /// evidence and the last errors, for the propose prompt that may follow (cleared when the
+    /// next cycle starts).
+    gave_up: Option<String>,
 }
 
 impl Default for Engine {
@@ -168,6 +172,7 @@ impl Engine {
             sweep_rounds: 0,
             best: None,
             attempts: Vec::new(),
+            gave_up: None,
         }
     }
 
@@ -346,6 +351,42 @@ impl Engine {
     /// The node the current cycle works on.
     pub fn current_node(&self) -> Option<&str> {
         self.cycle.as_ref().map(|c| c.node_id.as_str())
+    }
+
+    /// Checks an answer to outstanding request `request_id` without applying anything: `Ok`
+    /// when the engine would accept it, else every error it has at once, one line each (for a
+    /// planner answer: the JSON, the edit script's shape and value ranges and the rules that
+    /// depend on the tree; for a coder answer: the code blocks). The same checks run when the
+    /// answer is applied, and a rejected planner answer is re-asked with the same list (a
+    /// rejected coder answer becomes a `format_error` attempt). A request that is not
+    /// outstanding, or an evaluation (answered by the evaluator, not by text), is an error too.
+    /// Pure, so `ksearch agent submit` and MCP `submit_answer` can refuse an answer before
+    /// recording it (the request stays outstanding and no try is used).
+    pub fn check_answer(&self, request_id: &str, text: &str) -> Result<(), Vec<String>> {
+        let Some(request) = self.outstanding(request_id) else {
+            let waiting: Vec<&str> = self.outstanding.iter().filter_map(|o| o.request.id()).collect();
+            return Err(vec![format!(
+                "no request {request_id} is waiting for an answer (waiting: {})",
+                if waiting.is_empty() {
+                    "none".to_string()
+                } else {
+                    waiting.join(", ")
+                }
+            )]);
+        };
+        match request {
+            Request::Plan { plan, .. } => self.checked_plan(plan, text).map(|_| ()),
+            Request::Code { .. } => {
+                let default_file = self.task_ref().map_err(|e| vec![e.to_string()])?.default_file.clone();
+                code_files(text, Some(&default_file))
+                    .map(|_| ())
+                    .map_err(|e| vec![format!("format_error: {e}")])
+            }
+            Request::Evaluate { .. } => Err(vec![format!(
+                "request {request_id} is an evaluation: the evaluator answers it, not a text"
+            )]),
+            Request::Finished { .. } => Err(vec!["the run is finished".to_string()]),
+        }
     }
 
     // --- the state machine ------------------------------------------------------------------

@@ -110,6 +110,44 @@ pub(super) fn last_failure(e: &Engine, attempts: &[Attempt]) -> String {
     }
 }
 
+/// What a propose prompt says of a refine or too-hard step given up after its answers were
+/// rejected: which step, the last errors, and that step's evidence (the node, its outcome, the
+/// cycle's attempts), so the planner can still act on it.
+pub(super) fn gave_up(e: &Engine, plan: &PlanKind, feedback: &str) -> String {
+    let (what, node_id) = match plan {
+        PlanKind::Refine { node_id } => ("refine", node_id),
+        PlanKind::TooHard { node_id } => ("too-hard", node_id),
+        _ => return String::new(),
+    };
+    let node = e.wm.node(node_id);
+    let cycle = e.last_cycle.as_ref();
+    let attempts = cycle.map(|c| c.attempts.as_slice()).unwrap_or(&[]);
+    let outcome = match cycle.and_then(|c| c.best).and_then(|id| e.candidate(id)) {
+        Some(b) => format!(
+            "its best candidate: candidate {}: {}\n{}",
+            b.id,
+            describe(b),
+            b.result.as_ref().map(measurement_lines).unwrap_or_default()
+        ),
+        None => format!("no passing candidate; the last failure: {}", last_failure(e, attempts)),
+    };
+    // The error lines of the last re-ask, without its instructions.
+    let listed: Vec<&str> = feedback.lines().filter(|l| l.starts_with("- ")).collect();
+    let errors = if listed.is_empty() {
+        super::evidence::clip_lines(feedback, 20)
+    } else {
+        super::evidence::clip_lines(&listed.join("\n"), 20)
+    };
+    format!(
+        "Your {} answers for node {node_id} ({}: {}) were rejected {} times, so none was applied. The last errors:\n{errors}\n\nThat step's evidence, still to be used: node {node_id} was implemented; {outcome}\n{}",
+        what,
+        node.map(|n| n.decision.as_str()).unwrap_or(""),
+        node.map(|n| n.choice.as_str()).unwrap_or(""),
+        e.config.planner_tries,
+        attempts_table(e, attempts)
+    )
+}
+
 pub(super) fn plan_prompt(e: &Engine, plan: &PlanKind, feedback: Option<&str>) -> Result<String, String> {
     let mut ctx = json!({
         "task": task_json(e),
@@ -132,6 +170,7 @@ pub(super) fn plan_prompt(e: &Engine, plan: &PlanKind, feedback: Option<&str>) -
         }
         PlanKind::Propose => {
             ctx["why"] = json!(e.propose_reason);
+            ctx["previous"] = json!(e.gave_up);
             "plan_propose.j2"
         }
         PlanKind::Refine { node_id } | PlanKind::TooHard { node_id } => {

@@ -56,13 +56,35 @@ impl EditScript {
     /// range: [`super::WorldModel::apply`] checks ranges together with the rules that depend on
     /// the tree, so the planner gets all of them at once.
     pub fn from_value(value: &Value) -> Result<EditScript, Vec<EditError>> {
-        let mut out = Vec::new();
-        let mut shape_errors = 0;
-        let script = parse_script(value, &mut out, &mut shape_errors);
-        match script {
-            Some(s) if shape_errors == 0 => Ok(s),
-            _ => Err(out),
+        let parsed = parse_all(value);
+        match parsed.script {
+            Some(s) if parsed.shape_errors == 0 => Ok(s),
+            _ => Err(parsed.errors),
         }
+    }
+}
+
+/// A script parsed as far as it goes: the ops that parsed (with their indices in the JSON's
+/// `ops`), every error found, and how many of them are shape errors.
+pub(crate) struct Parsed {
+    /// `None` when the whole value is not a script (not an object).
+    pub script: Option<EditScript>,
+    /// `indices[k]`: the index in the JSON of `script.ops[k]`.
+    pub indices: Vec<usize>,
+    pub errors: Vec<EditError>,
+    pub shape_errors: usize,
+}
+
+pub(crate) fn parse_all(value: &Value) -> Parsed {
+    let mut errors = Vec::new();
+    let mut shape_errors = 0;
+    let mut indices = Vec::new();
+    let script = parse_script(value, &mut errors, &mut shape_errors, &mut indices);
+    Parsed {
+        script,
+        indices,
+        errors,
+        shape_errors,
     }
 }
 
@@ -228,7 +250,12 @@ fn check_keys(
     }
 }
 
-fn parse_script(value: &Value, out: &mut Vec<EditError>, shape_errors: &mut usize) -> Option<EditScript> {
+fn parse_script(
+    value: &Value,
+    out: &mut Vec<EditError>,
+    shape_errors: &mut usize,
+    indices: &mut Vec<usize>,
+) -> Option<EditScript> {
     let mut sink = Sink {
         out,
         shape_errors,
@@ -264,6 +291,7 @@ fn parse_script(value: &Value, out: &mut Vec<EditError>, shape_errors: &mut usiz
     for (index, raw) in raw_ops.into_iter().flatten().enumerate() {
         if let Some(op) = parse_op(raw, index, sink.out, sink.shape_errors) {
             ops.push(op);
+            indices.push(index);
         }
     }
     Some(EditScript {

@@ -58,10 +58,35 @@ impl OpErrors<'_> {
 }
 
 impl WorldModel {
-    /// Parses untrusted JSON into a script and applies it (see [`WorldModel::apply`]).
+    /// Parses untrusted JSON into a script and applies it (see [`WorldModel::apply`]). A script
+    /// with shape errors is rejected with all of them, and with the errors the ops that did parse
+    /// meet against the tree (their out-of-range values and broken rules), located by their
+    /// index in the JSON: one answer's every error at once. (An op naming a node that only a
+    /// malformed op would have created reports it missing.)
     pub fn apply_value(&mut self, script: &serde_json::Value, round: u32) -> Result<ApplyReport, Vec<EditError>> {
-        let script = EditScript::from_value(script)?;
-        self.apply(&script, round)
+        let parsed = crate::world_model::parse::parse_all(script);
+        let Some(parsed_script) = parsed.script else {
+            return Err(parsed.errors);
+        };
+        if parsed.shape_errors == 0 {
+            return self.apply(&parsed_script, round);
+        }
+        let mut errors = parsed.errors;
+        if let Err(rule_errors) = self.clone().apply(&parsed_script, round) {
+            for mut e in rule_errors {
+                e.op_index = e.op_index.and_then(|k| parsed.indices.get(k).copied());
+                // Range errors are found by both passes: once is enough.
+                let seen = errors.iter().any(|x| {
+                    (x.op_index, &x.op_kind, &x.field, &x.message) == (e.op_index, &e.op_kind, &e.field, &e.message)
+                });
+                if !seen {
+                    errors.push(e);
+                }
+            }
+        }
+        // In op order, script-level errors last (a stable sort keeps each op's own order).
+        errors.sort_by_key(|e| e.op_index.unwrap_or(usize::MAX));
+        Err(errors)
     }
 
     /// Validates `script` as a whole against a copy of the model and, if every rule holds,
