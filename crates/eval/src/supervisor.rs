@@ -95,7 +95,7 @@ pub fn run<S: AsRef<std::ffi::OsStr>>(
         .saturating_mul(cores)
         .saturating_add(5);
     let mut filter = guard::Filter::new();
-    // SAFETY: only async-signal-safe calls (setrlimit, getpid, getuid, prctl) run between fork
+    // SAFETY: only async-signal-safe calls (setrlimit, getuid, prctl) run between fork
     // and exec, and nothing is allocated there (the filter was built before the fork).
     unsafe {
         cmd.pre_exec(move || {
@@ -366,8 +366,8 @@ fn read_bounded(mut r: impl Read, head: usize, tail: usize) -> String {
 /// GPU stack runs (nvidia-modprobe) keep working; an ordinary user needs no_new_privs to install a
 /// filter. A kernel that refuses the filter leaves the harness without it (best effort).
 pub(crate) mod guard {
-    /// The filter's program, built before the fork; [`Filter::install`] only patches in the
-    /// harness's own pid and hands it to the kernel.
+    /// The filter's program, built before the fork; [`Filter::install`] only hands it to the
+    /// kernel.
     pub(crate) struct Filter {
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         program: Vec<libc::sock_filter>,
@@ -387,9 +387,6 @@ pub(crate) mod guard {
             16 + 8 * i // the low 32 bits, as the kernel reads a pid_t or an int
         }
     }
-
-    /// Placeholder for the harness's pid in the program, replaced in the child before exec.
-    const SELF: u32 = 0xffff_fffe;
 
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     impl Filter {
@@ -416,14 +413,10 @@ pub(crate) mod guard {
         }
 
         /// Installs the filter on the calling process (between fork and exec: no allocation,
-        /// only getpid, getuid and prctl).
+        /// only getuid and prctl).
         pub(crate) fn install(&mut self) {
             // SAFETY: plain syscalls; the program outlives the prctl call, which copies it.
             unsafe {
-                let me = libc::getpid() as u32;
-                for ins in self.program.iter_mut().filter(|i| i.k == SELF) {
-                    ins.k = me;
-                }
                 let prog = libc::sock_fprog {
                     len: self.program.len() as libc::c_ushort,
                     filter: self.program.as_mut_ptr(),
@@ -513,7 +506,9 @@ pub(crate) mod guard {
             }
             p.extend([allow, eperm]);
         }
-        // Calls on a process named by argument `arg`: only the harness itself (0 or its pid).
+        // Calls on a process named by argument `arg`: only on the caller itself, named 0 (as the
+        // C library does). A pid is refused even when it is the caller's own: the filter is
+        // inherited by the harness's children, which must not reach the harness by its pid.
         let own_only = [
             (nr::PRLIMIT64, 0),
             (nr::SCHED_SETPARAM, 0),
@@ -525,23 +520,21 @@ pub(crate) mod guard {
         ];
         for (number, arg) in own_only {
             p.extend([
-                ins(JEQ_K, number, 0, 5),
+                ins(JEQ_K, number, 0, 4),
                 ins(LD_W_ABS, bpf::arg(arg), 0, 0),
-                ins(JEQ_K, 0, 1, 0),
-                ins(JEQ_K, SELF, 0, 1),
+                ins(JEQ_K, 0, 0, 1),
                 allow,
                 eperm,
             ]);
         }
-        // setpriority(which, who): PRIO_PROCESS (0) of the harness itself only; a process
-        // group or a user (every process of it, ksearch's too) is refused.
+        // setpriority(which, who): PRIO_PROCESS of the caller (0) only; a process group or a
+        // user (every process of it, ksearch's too) is refused.
         p.extend([
-            ins(JEQ_K, nr::SETPRIORITY, 0, 7),
+            ins(JEQ_K, nr::SETPRIORITY, 0, 6),
             ins(LD_W_ABS, bpf::arg(0), 0, 0),
-            ins(JEQ_K, 0, 0, 4),
+            ins(JEQ_K, 0, 0, 3),
             ins(LD_W_ABS, bpf::arg(1), 0, 0),
-            ins(JEQ_K, 0, 1, 0),
-            ins(JEQ_K, SELF, 0, 1),
+            ins(JEQ_K, 0, 0, 1),
             allow,
             eperm,
         ]);
@@ -716,7 +709,8 @@ t("kill_group", lambda: os.killpg(os.getpgid(k), 0))
 t("setpriority", lambda: os.setpriority(os.PRIO_PROCESS, k, os.getpriority(os.PRIO_PROCESS, k)))
 t("sched_setscheduler", lambda: os.sched_setscheduler(k, os.sched_getscheduler(k), os.sched_getparam(k)))
 t("sched_setparam", lambda: os.sched_setparam(k, os.sched_getparam(k)))
-t("own_prlimit", lambda: resource.prlimit(os.getpid(), resource.RLIMIT_CPU))
+t("own_prlimit", lambda: resource.prlimit(0, resource.RLIMIT_CPU))
+t("own_prlimit_by_pid", lambda: resource.prlimit(os.getpid(), resource.RLIMIT_CPU))
 t("own_setrlimit", lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
 t("own_setpriority", lambda: os.setpriority(os.PRIO_PROCESS, 0, 1))
 t("own_kill", lambda: os.kill(os.getpid(), 0))
@@ -734,6 +728,7 @@ t("own_group", lambda: os.killpg(0, 0))
             "sched_setscheduler EPERM",
             "sched_setparam EPERM",
             "own_prlimit reached",
+            "own_prlimit_by_pid EPERM",
             "own_setrlimit reached",
             "own_setpriority reached",
             "own_kill reached",
