@@ -53,11 +53,25 @@ cases = [
     ("cuda/reference_fallback.cu", "rejected", False, "dlsym", True),
     ("cuda/driver_stream.cu", "rejected", False, "cuStreamCreate", True),
     ("cuda/raw_syscall.cu", "rejected", False, "instruction syscall", True),
+    # Host code that sets ksearch's CPU-time limit to 0, its priority and scheduling policy
+    # (issue 19): ksearch's guard on the harness refuses each call, the kernel passes, and
+    # ksearch lives to print the record (before the guard: no JSON, ksearch killed).
+    ("cuda/other_processes.cu", "passed", False, "", True),
     # A known limit while GPU candidates share the harness's process (docs/threat-model.md).
     ("cuda/reference_fallback.cu", "passed", False, "", False),
     ("cuda/infinite_loop.cu", "timeout", False, "limit", True),
     ("cuda/honest.cu", "passed", False, "", True),  # the device recovered from everything above
 ]
+
+# What a case's log must show beyond its status: every host call refused, none reached.
+def every_call_refused(log):
+    calls = [l for l in log.splitlines() if l.split("(")[0] in
+             ("prlimit", "setpriority", "sched_setscheduler")]
+    return len(calls) == 3 and all(l.endswith(") refused (Operation not permitted)")
+                                   for l in calls)
+
+
+log_checks = {"cuda/other_processes.cu": every_call_refused}
 
 rows, bad = [], []
 for i, (name, want, want_flag, fragment, checked) in enumerate(cases):
@@ -80,6 +94,9 @@ for i, (name, want, want_flag, fragment, checked) in enumerate(cases):
     status = record.get("status")
     reason = (record.get("reason") or (flags[0] if flags else "") or "").replace("\n", " ")
     ok = status == want and bool(flags) == want_flag and fragment in reason
+    if name in log_checks and not log_checks[name](record.get("log") or ""):
+        ok = False
+        reason = "log: " + " / ".join((record.get("log") or "").splitlines()[-4:]) + " " + reason
     if not ok:
         bad.append(name)
     big = timed[-1]["timing"] if timed else {}
