@@ -1,9 +1,12 @@
-//! `ksearch show RUN_DIR`: the tree, the best candidate and the budget used, rebuilt from the
-//! run's event log (nothing is re-run).
+//! `ksearch show RUN_DIR`: the tree, every attempt (as the report lists them: parent,
+//! description, status, speedup, per-workload times), the best candidate and the budget used,
+//! rebuilt from the run's event log (nothing is re-run).
 
 use crate::run_cmd::load_events;
 use anyhow::Context;
-use ksearch_search::engine::{resource_lines, verdict, Engine, Request};
+use ksearch_search::engine::{
+    clip, error_excerpt, resource_brief, resource_lines, times_line, verdict, AttemptRecord, Candidate, Engine, Request,
+};
 use ksearch_store::RunStore;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -84,19 +87,41 @@ pub(crate) fn show_json(run_dir: &Path) -> anyhow::Result<serde_json::Value> {
         .candidates()
         .iter()
         .map(|c| {
+            let workloads: Vec<_> = c
+                .result
+                .iter()
+                .flat_map(|r| &r.workloads)
+                .map(|w| {
+                    json!({"uuid": w.uuid, "status": w.status, "median_ns": w.median_ns, "iqr_ns": w.iqr_ns,
+                                "reference_median_ns": w.reference_median_ns})
+                })
+                .collect();
             json!({
                 "id": c.id, "parent": c.parent, "node_id": c.node_id, "round": c.round, "cycle": c.cycle,
+                "origin": origin(e, c), "description": e.description(c.id),
                 "status": c.result.as_ref().map(|r| r.status.clone()), "speedup": c.speedup(),
+                "reason": c.result.as_ref().and_then(|r| r.reason.as_ref()).map(|r| clip(r, 300)),
                 "final_speedup": c.final_result.as_ref().and_then(|r| r.speedup),
                 "resources": c.result.as_ref().map(|r| r.resources.clone()).unwrap_or_default(),
+                "workloads": workloads,
             })
+        })
+        .collect();
+    // The coder answers that yielded no candidate (the candidates list has the others).
+    let no_code: Vec<_> = e
+        .attempts()
+        .iter()
+        .filter(|a| a.candidate.is_none())
+        .map(|a| {
+            json!({"round": a.round, "kind": a.kind.map(|k| k.as_str()), "node_id": a.node_id, "parent": a.parent,
+                   "description": a.description, "failure": a.failure})
         })
         .collect();
     let b = &v.budget;
     Ok(json!({
         "run_dir": run_dir, "task": e.task().map(|t| t.name.clone()), "state": v.state, "round": e.round(),
         "rounds": e.config().rounds, "best_candidate": v.best,
-        "world_model": e.world_model().to_json(), "candidates": candidates,
+        "world_model": e.world_model().to_json(), "candidates": candidates, "answers_without_code": no_code,
         "budget": {"llm_calls": b.calls, "failed_llm_calls": b.failed_calls, "input_tokens": b.tokens_in,
                    "output_tokens": b.tokens_out, "dollars": b.dollars, "unpriced_calls": b.unpriced,
                    "evaluations": b.evaluations},
@@ -121,6 +146,10 @@ pub(crate) fn run(args: &ShowArgs) -> anyhow::Result<u8> {
     );
     println!();
     println!("{}", e.world_model().render_compact(500, 100_000).trim_end());
+    println!();
+    for line in attempt_lines(e) {
+        println!("{line}");
+    }
     println!();
     match v.best.and_then(|id| e.candidate(id)) {
         Some(b) => {
@@ -171,4 +200,203 @@ pub(crate) fn run(args: &ShowArgs) -> anyhow::Result<u8> {
         plural(b.evaluations as u64, "evaluation", "evaluations")
     );
     Ok(0)
+}
+
+/// `seed`, `coder`, `knob_sweep`, as the report names a candidate's origin.
+fn origin(e: &Engine, c: &Candidate) -> &'static str {
+    match e.attempts().iter().find(|a| a.candidate == Some(c.id)) {
+        Some(a) => a.origin(),
+        None if c.round == 0 => "seed",
+        None => "coder",
+    }
+}
+
+/// Every attempt of the run, oldest first: the seed, each coder answer (with or without code)
+/// and each knob sweep variant, with its parent, description, verdict, final re-measurement,
+/// per-workload times and the first lines of its error.
+fn attempt_lines(e: &Engine) -> Vec<String> {
+    let mut out = Vec::new();
+    let recorded: Vec<&AttemptRecord> = e.attempts().iter().collect();
+    let seeds = e
+        .candidates()
+        .iter()
+        .filter(|c| c.round == 0 && !recorded.iter().any(|a| a.candidate == Some(c.id)));
+    let count = recorded.len() + seeds.clone().count();
+    out.push(format!("attempts ({count}):"));
+    for c in seeds {
+        out.extend(candidate_lines(e, c, "seed", None));
+    }
+    for a in recorded {
+        match a.candidate.and_then(|id| e.candidate(id)) {
+            Some(c) => {
+                let how = match (a.kind, a.parent) {
+                    (Some(k), Some(p)) => format!("{} of candidate {p}", k.as_str()),
+                    (Some(k), None) => k.as_str().to_string(),
+                    (None, Some(p)) => format!("knob sweep of candidate {p}"),
+                    (None, None) => "knob sweep".to_string(),
+                };
+                out.extend(candidate_lines(e, c, &how, a.parent));
+            }
+            None => {
+                let kind = a.kind.map(|k| k.as_str()).unwrap_or("coder");
+                out.push(format!(
+                    "  round {} (node {}, {kind}): no candidate ({})",
+                    a.round,
+                    a.node_id,
+                    clip(a.failure.as_deref().unwrap_or("no code"), 200)
+                ));
+                if let Some(d) = &a.description {
+                    out.push(format!("      change: {d}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn candidate_lines(e: &Engine, c: &Candidate, how: &str, parent: Option<i64>) -> Vec<String> {
+    let mut result = c.result.as_ref().map(verdict).unwrap_or_else(|| "not evaluated".into());
+    if let Some(f) = c.final_result.as_ref() {
+        result.push_str(&format!("; final: {}", verdict(f)));
+    }
+    if let Some((p, cmp)) = parent.and_then(|p| Some((p, e.compare_candidates(c.id, p)?))) {
+        result.push_str(&format!("; {}", cmp.describe(&format!("candidate {p}"))));
+    }
+    let mut out = vec![format!(
+        "  candidate {} (round {}, node {}, {how}): {result}",
+        c.id, c.round, c.node_id
+    )];
+    if let Some(d) = e.description(c.id) {
+        out.push(format!("      change: {d}"));
+    }
+    if let Some(r) = c.result.as_ref() {
+        let times = times_line(r);
+        if !times.is_empty() {
+            out.push(format!("      times: {times}"));
+        }
+        for (i, line) in error_excerpt(r).lines().take(3).enumerate() {
+            out.push(format!("      {}{line}", if i == 0 { "error: " } else { "       " }));
+        }
+        let resources = resource_brief(&r.resources);
+        if !resources.is_empty() {
+            out.push(format!("      resources: {resources}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ksearch_search::engine::{EngineConfig, EvalSummary, Event, Source, TaskBrief, WorkloadSummary};
+    use serde_json::json;
+
+    fn measured(us: f64) -> EvalSummary {
+        EvalSummary {
+            status: "passed".into(),
+            reason: None,
+            speedup: Some(100.0 / us),
+            relative_noise: Some(0.01),
+            workloads: vec![WorkloadSummary {
+                uuid: "w0".into(),
+                status: "passed".into(),
+                speedup: Some(100.0 / us),
+                median_ns: Some(us * 1e3),
+                iqr_ns: Some(us * 10.0),
+                reference_median_ns: Some(100e3),
+            }],
+            log_tail: String::new(),
+            suspicious: None,
+            resources: vec![],
+        }
+    }
+
+    /// Serves the engine's requests with `answers` (planner and coder texts in order) and
+    /// `evaluations` (summaries in order).
+    fn run(answers: Vec<String>, evaluations: Vec<EvalSummary>) -> Engine {
+        let mut e = Engine::new();
+        let task = TaskBrief {
+            name: "toy".into(),
+            text: "y = x".into(),
+            language: "c".into(),
+            convention: String::new(),
+            default_file: "kernel.c".into(),
+            target: String::new(),
+            expertise: String::new(),
+            seed: Some(vec![Source {
+                path: "kernel.c".into(),
+                content: "seed".into(),
+            }]),
+        };
+        let config = EngineConfig {
+            rounds: 3,
+            knob_share: 0.0,
+            ..EngineConfig::default()
+        };
+        e.apply(&Event::Started { task, config }).unwrap();
+        let (mut answers, mut evaluations) = (answers.into_iter(), evaluations.into_iter());
+        while let Some(r) = e.pending().cloned() {
+            let event = match r {
+                Request::Plan { id, .. } => Event::PlannerAnswered {
+                    request_id: id,
+                    text: answers.next().unwrap(),
+                },
+                Request::Code { id, .. } => Event::CoderAnswered {
+                    request_id: id,
+                    text: answers.next().unwrap(),
+                },
+                Request::Evaluate { id, candidate_id, .. } => Event::Evaluated {
+                    request_id: id,
+                    candidate_id,
+                    summary: evaluations.next().unwrap_or_else(|| measured(50.0)),
+                },
+                Request::Finished { .. } => break,
+            };
+            e.apply(&event).unwrap();
+        }
+        e
+    }
+
+    #[test]
+    fn show_lists_every_attempt_with_parent_description_status_and_times() {
+        let insert = |id: &str| {
+            json!({"op": "insert_node", "node": {"node_id": id, "parent_id": "root", "decision": "d", "choice": id,
+                "overall_rating": 5, "confidence": 0.5,
+                "action": {"title": "t", "difficulty": 1, "score": 0.5}}})
+        };
+        let plan = json!({"ops": [insert("a"), insert("b"), insert("c")]}).to_string();
+        let compile_error = EvalSummary::failure(
+            "compile_error",
+            "compilation failed:\nkernel.c:2:1: error: expected ';'\n1 error generated.".into(),
+        );
+        let e = run(
+            vec![
+                plan,
+                "DESCRIPTION: tiled by 64\n```c kernel.c\ntiled\n```".into(),
+                "I would vectorise it.".into(),
+                "DESCRIPTION: vectorised\n```c kernel.c\nvector\n```".into(),
+            ],
+            vec![measured(100.0), measured(50.0), compile_error],
+        );
+        let lines = attempt_lines(&e).join("\n");
+        assert!(lines.starts_with("attempts (4):"), "{lines}");
+        assert!(
+            lines.contains("candidate 1 (round 0, node root, seed): passed, 1.00x the reference"),
+            "{lines}"
+        );
+        assert!(
+            lines.contains("candidate 2 (round 1, node a, action of candidate 1): passed, 2.00x the reference"),
+            "{lines}"
+        );
+        assert!(lines.contains("2.00x faster than candidate 1"), "{lines}");
+        assert!(lines.contains("change: tiled by 64"), "{lines}");
+        assert!(lines.contains("times: w0 50.0+/-0.500 us"), "{lines}");
+        assert!(
+            lines.contains("round 2 (node a, improve): no candidate (format_error"),
+            "{lines}"
+        );
+        assert!(lines.contains("change: vectorised"), "{lines}");
+        assert!(lines.contains("error: compilation failed:"), "{lines}");
+        assert!(lines.contains("kernel.c:2:1: error: expected ';'"), "{lines}");
+    }
 }
