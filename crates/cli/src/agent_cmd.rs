@@ -4,15 +4,14 @@
 //! the agent. A run with `--parallel` above 1 (evolve) can wait on several requests at once:
 //! `next` then lists them all, and `submit` answers any one of them by id.
 
-use crate::brains::BrainSpec;
-use crate::driver::answer_format;
-use crate::run_cmd::{drive, drive_quietly, load_events, Outcome};
-use anyhow::{bail, Context};
+use crate::run_cmd::{outcome, print_drive, Outcome};
+use anyhow::Context;
 use ksearch_llm::LlmConfig;
-use ksearch_search::engine::{Engine, Event, Request};
-use ksearch_spec::Task;
-use ksearch_store::{ExchangeRow, RequestState, RunStore};
-use serde_json::json;
+use ksearch_run::agent::{pending_for_agent, request_json, requests_json, submit_answer};
+use ksearch_run::answer_format;
+use ksearch_run::drive::{drive, DriveOptions};
+use ksearch_run::open::open_for;
+use ksearch_store::RunStore;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -35,130 +34,14 @@ pub(crate) enum AgentCommand {
     },
 }
 
-/// The requests an agent must answer now (oldest first, at least one), from the run's log.
-pub(crate) fn pending_for_agent(run_dir: &Path) -> anyhow::Result<(RunStore, Engine, Vec<Request>)> {
-    let store = RunStore::open(run_dir)?;
-    let brain: BrainSpec = serde_json::from_value(store.meta("brain")?.context("the run has no recorded brain")?)?;
-    if brain != BrainSpec::Agent {
-        bail!(
-            "{}: this run is served by {}, not by an agent",
-            run_dir.display(),
-            brain.describe()
-        );
-    }
-    let engine = Engine::replay(&load_events(&store)?).context("the run's event log does not replay")?;
-    let requests: Vec<Request> = engine
-        .in_flight()
-        .into_iter()
-        .filter(|r| matches!(r, Request::Plan { .. } | Request::Code { .. }))
-        .cloned()
-        .collect();
-    if requests.is_empty() {
-        match engine.pending() {
-            Some(Request::Finished { reason, .. }) => bail!("the run is finished ({reason}); nothing to answer"),
-            Some(_) => bail!(
-                "the run is between steps (an evaluation is pending); continue it with `ksearch resume {}`",
-                run_dir.display()
-            ),
-            None => bail!("the run has not started"),
-        }
-    }
-    Ok((store, engine, requests))
-}
-
-/// What `agent next --json` and MCP's next_request print: the oldest request's fields, and
-/// when several wait at once, all of them under `requests` too.
-pub(crate) fn requests_json(requests: &[Request]) -> serde_json::Value {
-    let mut body = requests.first().map(request_json).unwrap_or_default();
-    if requests.len() > 1 {
-        body["requests"] = requests.iter().map(request_json).collect();
-    }
-    body
-}
-
-/// The pending request as JSON for an agent.
-pub(crate) fn request_json(request: &Request) -> serde_json::Value {
-    let (kind, messages) = match request {
-        Request::Plan { plan, messages, .. } => (serde_json::to_value(plan).unwrap_or_default(), messages.clone()),
-        Request::Code {
-            code,
-            node_id,
-            messages,
-            ..
-        } => (json!({"kind": code.as_str(), "node_id": node_id}), messages.clone()),
-        _ => (serde_json::Value::Null, vec![]),
-    };
-    json!({
-        "id": request.id(),
-        "role": request.role(),
-        "kind": kind,
-        "answer_format": answer_format(request),
-        "messages": messages,
-    })
-}
-
-/// Records `text` as the answer to `request_id` (also used by the MCP server). The run goes on
-/// with [`continue_run`] or [`continue_quietly`].
-pub(crate) fn submit_answer(run_dir: &Path, request_id: &str, text: String) -> anyhow::Result<()> {
-    let (store, mut engine, requests) = pending_for_agent(run_dir)?;
-    let Some(request) = requests.iter().find(|r| r.id() == Some(request_id)).cloned() else {
-        let list: Vec<String> = requests
-            .iter()
-            .map(|r| format!("{} ({})", r.id().unwrap_or("-"), r.role()))
-            .collect();
-        match list.as_slice() {
-            [one] => bail!("request {request_id} is not pending; the pending request is {one}"),
-            many => bail!(
-                "request {request_id} is not pending; the pending requests are {}",
-                many.join(", ")
-            ),
-        }
-    };
-    let pending_id = request_id.to_string();
-    if text.trim().is_empty() {
-        bail!("the answer is empty");
-    }
-    let event = match &request {
-        Request::Plan { .. } => Event::PlannerAnswered {
-            request_id: pending_id.clone(),
-            text: text.clone(),
-        },
-        _ => Event::CoderAnswered {
-            request_id: pending_id.clone(),
-            text: text.clone(),
-        },
-    };
-    // Apply to a copy first: only an event the engine accepts enters the log.
-    engine.apply(&event).context("the engine refused the answer")?;
-    let messages = match &request {
-        Request::Plan { messages, .. } | Request::Code { messages, .. } => messages.clone(),
-        _ => vec![],
-    };
-    store.record_exchange(&ExchangeRow {
-        request_id: Some(pending_id.clone()),
-        role: request.role().to_string(),
-        provider: "agent".into(),
-        model: "agent".into(),
-        key: String::new(),
-        prompt: serde_json::to_value(&messages)?,
-        answer: Some(json!({"text": text})),
-        attempts: 1,
-        ..Default::default()
-    })?;
-    store.append_event(event.kind(), &serde_json::to_value(&event)?)?;
-    // The request row exists when the driver stopped on it; an agent may also answer a request
-    // that was never shown (e.g. straight after a crash), so a missing row is not an error.
-    let _ = store.set_request_state(&pending_id, RequestState::Answered);
-    Ok(())
-}
-
 pub(crate) fn run(command: &AgentCommand) -> anyhow::Result<u8> {
     match command {
         AgentCommand::Next {
             run_dir,
             json: json_out,
         } => {
-            let (_, engine, requests) = pending_for_agent(run_dir)?;
+            let store = RunStore::open(run_dir)?;
+            let (engine, requests) = pending_for_agent(&store, run_dir)?;
             if *json_out {
                 println!("{}", requests_json(&requests));
                 return Ok(0);
@@ -205,36 +88,30 @@ pub(crate) fn run(command: &AgentCommand) -> anyhow::Result<u8> {
             } else {
                 std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?
             };
-            submit_answer(run_dir, request_id, text)?;
-            continue_run(run_dir, *json)
+            let run = open_for(run_dir, "agent submit")?;
+            submit_answer(&run.store, run_dir, request_id, text)?;
+            print_drive(&run, &LlmConfig::default(), &DriveOptions::default(), *json)
         }
     }
 }
 
-/// Serves everything ksearch can serve itself (evaluations) up to the next agent request.
-pub(crate) fn continue_run(run_dir: &Path, json_out: bool) -> anyhow::Result<u8> {
-    let (store, task) = open_with_task(run_dir)?;
-    drive(
-        run_dir,
-        store,
-        &task,
-        &BrainSpec::Agent,
+/// Answers `request_id` with `text` and drives the run on to the next request, holding the
+/// run's lock throughout (for the MCP server); progress goes to stderr unless `quiet`.
+pub(crate) fn answer_and_continue(
+    run_dir: &Path,
+    request_id: &str,
+    text: String,
+    quiet: bool,
+) -> anyhow::Result<Outcome> {
+    let run = open_for(run_dir, "submit_answer (MCP)")?;
+    submit_answer(&run.store, run_dir, request_id, text)?;
+    let drove = drive(
+        &run,
         &LlmConfig::default(),
-        json_out,
-    )
-}
-
-/// Like [`continue_run`], but returns the outcome instead of printing it (for the MCP server);
-/// progress goes to stderr unless `quiet`.
-pub(crate) fn continue_quietly(run_dir: &Path, quiet: bool) -> anyhow::Result<Outcome> {
-    let (store, task) = open_with_task(run_dir)?;
-    drive_quietly(run_dir, store, &task, &BrainSpec::Agent, &LlmConfig::default(), quiet)
-}
-
-/// The run's store and the task it records.
-fn open_with_task(run_dir: &Path) -> anyhow::Result<(RunStore, Task)> {
-    let store = RunStore::open(run_dir)?;
-    let task_arg: String = serde_json::from_value(store.meta("task")?.context("the run has no recorded task")?)?;
-    let task = Task::load(&task_arg).with_context(|| format!("the run's task '{task_arg}'"))?;
-    Ok((store, task))
+        &DriveOptions {
+            quiet,
+            ..Default::default()
+        },
+    )?;
+    Ok(outcome(run_dir, &drove))
 }

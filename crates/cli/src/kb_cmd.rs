@@ -175,6 +175,23 @@ pub(crate) fn list(kb: &Kb) -> String {
 mod tests {
     use super::*;
 
+    /// A third translation pair, as a user adds it: one data file.
+    const TRITON_TO_METAL: &str = include_str!("../../kb/tests/fixtures/triton-to-metal.toml");
+
+    #[test]
+    fn a_translation_pair_added_through_ksearch_kb_is_listed_and_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("translation")).unwrap();
+        std::fs::write(dir.path().join("translation/triton-to-metal.toml"), TRITON_TO_METAL).unwrap();
+        let kb = crate::knowledge::kb_with(Some(dir.path())).unwrap();
+        assert!(list(&kb).contains("  triton-to-metal: triton -> metal, mlx tasks on metal devices\n"));
+        for target in ["metal", "m4-max", "triton-to-metal"] {
+            let text = show(&kb, target).unwrap();
+            assert!(text.contains("(`triton-to-metal`)"), "{target}: {text}");
+        }
+        assert!(!show(&kb, "h200").unwrap().contains("triton-to-metal"));
+    }
+
     #[test]
     fn show_every_device_and_target() {
         let kb = crate::knowledge::kb().unwrap();

@@ -1,24 +1,33 @@
-//! `ksearch`: finds fast kernels. This binary wires the layers together and talks to the user;
-//! the work happens in the `ksearch-spec` and `ksearch-eval` crates.
+//! `ksearch`: finds fast kernels. This binary parses arguments and prints; how a run works is
+//! `ksearch-run`'s (the driver, brains, executors), the search `ksearch-search`'s, evaluation
+//! `ksearch-eval`'s, tasks `ksearch-spec`'s.
 
 mod agent_cmd;
-mod brains;
-mod brief;
 mod dashboard_cmd;
 mod doctor_cmd;
-mod driver;
 mod eval_cmd;
 mod format;
 mod import_cmd;
 mod kb_cmd;
-mod knowledge;
 mod mcp_cmd;
 mod report_cmd;
 mod run_cmd;
 mod show_cmd;
-mod summary;
 mod sweep_cmd;
 mod tasks_cmd;
+
+// The paths the commands used before the run crate existed.
+pub(crate) use ksearch_run::knowledge;
+mod driver {
+    pub(crate) use ksearch_run::placement;
+}
+mod summary {
+    pub(crate) use ksearch_run::summary::summarize;
+    #[cfg(test)]
+    pub(crate) mod tests {
+        pub(crate) use ksearch_run::summary::fixtures::{evaluation, softmax_kernel};
+    }
+}
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -48,6 +57,11 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// Continue a run that was stopped or crashed.
     Resume(run_cmd::ResumeArgs),
+    /// Evaluate a run's pending candidates on this machine (a run made with `--executor
+    /// deferred`, or a copy of one), and let an in-process brain go on from their results.
+    Evaluate(run_cmd::EvaluateArgs),
+    /// Bring back a copy of a run continued elsewhere, when it extends this run.
+    Sync(run_cmd::SyncArgs),
     /// Show a run: the world-model tree, the best candidate, the budget used.
     Show(show_cmd::ShowArgs),
     /// Write a run's report: one self-contained HTML page (charts, the tree, the best kernel).
@@ -95,6 +109,8 @@ fn main() -> ExitCode {
         Command::Eval(args) => eval_cmd::run(&args),
         Command::Run(args) => run_cmd::run(&args),
         Command::Resume(args) => run_cmd::resume(&args),
+        Command::Evaluate(args) => run_cmd::evaluate(&args),
+        Command::Sync(args) => run_cmd::sync(&args),
         Command::Show(args) => show_cmd::run(&args),
         Command::Report(args) => report_cmd::run(&args),
         Command::Dashboard(args) => dashboard_cmd::run(&args),
@@ -109,7 +125,18 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
             eprintln!("error: {err:#}");
-            ExitCode::from(EXIT_BAD_INPUT)
+            ExitCode::from(exit_status_of(&err))
         }
+    }
+}
+
+/// The exit status of a command that failed with `err`: 1 where the input was right but the
+/// run cannot go on now (another process holds it, the machine lacks the device, copies
+/// diverged), 2 for bad input.
+fn exit_status_of(err: &anyhow::Error) -> u8 {
+    use ksearch_run::RunError;
+    match err.downcast_ref::<RunError>() {
+        Some(RunError::Locked { .. } | RunError::DeviceAbsent { .. } | RunError::Diverged(_)) => EXIT_FAILED,
+        Some(RunError::TaskChanged { .. } | RunError::Exists { .. }) | None => EXIT_BAD_INPUT,
     }
 }

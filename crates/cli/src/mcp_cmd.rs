@@ -6,12 +6,16 @@
 //! keeps a private copy of it and points file descriptor 1 at standard error, so a stray print
 //! or a child process that inherits stdout cannot corrupt the protocol. Progress goes to stderr.
 
-use crate::agent_cmd::{continue_quietly, pending_for_agent, requests_json, submit_answer};
-use crate::brains::BrainSpec;
-use crate::run_cmd::{create_run, drive_quietly, NewRun};
+use crate::agent_cmd::answer_and_continue;
 use anyhow::{bail, Context};
 use ksearch_llm::LlmConfig;
+use ksearch_run::agent::{pending_for_agent, requests_json};
+use ksearch_run::create::{create_run, NewRun, SearchSettings};
+use ksearch_run::drive::{drive, DriveOptions};
+use ksearch_run::executor::ExecutorKind;
+use ksearch_run::BrainSpec;
 use ksearch_spec::Task;
+use ksearch_store::RunStore;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
@@ -76,6 +80,16 @@ struct StartSearchArgs {
     /// Seed of every evaluation's input generator (default: a fresh one, recorded in the run).
     #[serde(default)]
     seed: Option<u64>,
+    /// Where candidates are evaluated: `local` (this machine, the default) or `deferred`
+    /// (recorded as pending for `ksearch evaluate RUN_DIR`, e.g. on a GPU machine).
+    #[serde(default)]
+    executor: Option<String>,
+    /// Requests served at once (default 1).
+    #[serde(default)]
+    parallel: Option<u32>,
+    /// The model behind you, as the run should credit it (e.g. "claude-opus-4-5 via Claude Code").
+    #[serde(default)]
+    model: Option<String>,
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -123,7 +137,8 @@ impl KsearchMcp {
     #[tool(description = NEXT_REQUEST)]
     async fn next_request(&self, Parameters(args): Parameters<RunDirArgs>) -> CallToolResult {
         self.blocking(move || {
-            let (_, _, requests) = pending_for_agent(Path::new(&args.run_dir))?;
+            let run_dir = Path::new(&args.run_dir);
+            let (_, requests) = pending_for_agent(&RunStore::open(run_dir)?, run_dir)?;
             Ok(requests_json(&requests))
         })
         .await
@@ -133,8 +148,7 @@ impl KsearchMcp {
     async fn submit_answer(&self, Parameters(args): Parameters<SubmitAnswerArgs>) -> CallToolResult {
         self.blocking(move || {
             let run_dir = Path::new(&args.run_dir);
-            submit_answer(run_dir, &args.request_id, args.answer)?;
-            Ok(continue_quietly(run_dir, false)?.json)
+            Ok(answer_and_continue(run_dir, &args.request_id, args.answer, false)?.json)
         })
         .await
     }
@@ -183,36 +197,43 @@ fn start_search(args: StartSearchArgs) -> anyhow::Result<serde_json::Value> {
     if args.rounds == 0 {
         bail!("rounds must be at least 1");
     }
+    let executor: ExecutorKind = match args.executor.as_deref() {
+        Some(e) => e.parse().map_err(|e: String| anyhow::anyhow!("executor: {e}"))?,
+        None => ExecutorKind::Local,
+    };
+    let parallel = args.parallel.unwrap_or(1);
+    if !(1..=256).contains(&parallel) {
+        bail!("parallel {parallel}: expected 1 to 256 requests at once");
+    }
     let task = Task::load(&args.task)?;
     let brain = BrainSpec::Agent;
-    let NewRun {
-        run_dir,
-        store,
-        run_seed,
-    } = create_run(
+    let NewRun { run, run_seed } = create_run(
         &args.task,
         &task,
         &brain,
-        crate::run_cmd::SearchSettings {
+        SearchSettings {
             rounds: args.rounds,
             strategy: ksearch_search::engine::Strategy::WorldModel,
             knob_share: ksearch_search::engine::EngineConfig::default().knob_share,
             context: ksearch_kb::ContextLevel::Full,
-            parallel: 1,
+            parallel,
             devices: None,
+            executor,
+            brain_note: args.model.clone(),
         },
         args.out.map(PathBuf::from),
         args.seed,
     )?;
     // Absolute, so the agent can also hand it to `ksearch` commands run elsewhere.
-    let run_dir = run_dir.canonicalize().unwrap_or(run_dir);
+    let run_dir = run.dir.canonicalize().unwrap_or(run.dir.clone());
     eprintln!(
         "ksearch mcp: searching {} for {} rounds in {} (seed {run_seed})",
         task.definition.name,
         args.rounds,
         run_dir.display()
     );
-    Ok(drive_quietly(&run_dir, store, &task, &brain, &LlmConfig::default(), false)?.json)
+    let drove = drive(&run, &LlmConfig::default(), &DriveOptions::default())?;
+    Ok(crate::run_cmd::outcome(&run_dir, &drove).json)
 }
 
 fn show_run(run_dir: &Path) -> anyhow::Result<serde_json::Value> {

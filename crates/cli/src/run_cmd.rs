@@ -1,19 +1,20 @@
-//! `ksearch run` and `ksearch resume`.
+//! `ksearch run`, `ksearch resume`, `ksearch evaluate` and `ksearch sync`: arguments and what
+//! they print; the run itself is ksearch-run's.
 
-use crate::brains::BrainSpec;
-use crate::driver::{Driver, Stopped};
-use anyhow::{bail, Context};
-use ksearch_devices::{DevicePool, DeviceSpec};
-use ksearch_eval::EvalOptions;
+use anyhow::bail;
+use ksearch_devices::DeviceSpec;
 use ksearch_llm::LlmConfig;
-use ksearch_search::engine::{Engine, EngineConfig, Event, Strategy};
+use ksearch_run::create::{create_run, NewRun, SearchSettings};
+use ksearch_run::drive::{drive, DriveOptions, Drove};
+use ksearch_run::executor::ExecutorKind;
+use ksearch_run::open::{open_for, OpenRun};
+use ksearch_run::{BrainSpec, Stopped};
+use ksearch_search::engine::Strategy;
 use ksearch_spec::Task;
-use ksearch_store::RunStore;
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+
+pub(crate) use ksearch_run::drive::load_events;
 
 #[derive(clap::Args)]
 pub(crate) struct RunArgs {
@@ -67,7 +68,39 @@ pub(crate) struct RunArgs {
     /// Seed of every evaluation's input generator (default: a fresh one, recorded in the run).
     #[arg(long)]
     seed: Option<u64>,
+    /// Where candidates are evaluated: `local` (this machine's devices) or `deferred` (recorded as
+    /// pending; `ksearch evaluate RUN_DIR` evaluates them, here or on another machine).
+    #[arg(long, default_value = "local", value_name = "EXECUTOR")]
+    executor: ExecutorKind,
+    /// The model behind an agent-mode run, as it should be credited (e.g. "claude-opus-4-5,
+    /// agent mode via a coding agent"); recorded in the run and shown by `ksearch show`.
+    #[arg(long, value_name = "TEXT")]
+    agent_model: Option<String>,
     /// Print one JSON object at the end instead of a summary.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+pub(crate) struct EvaluateArgs {
+    /// The run directory (a copy of it is fine: see `ksearch sync`).
+    run_dir: PathBuf,
+    /// Evaluate at most N pending candidates, then stop.
+    #[arg(long, value_name = "N")]
+    max: Option<usize>,
+    /// Devices to evaluate on (as for `ksearch run`; default: every visible GPU for GPU tasks).
+    #[arg(long, value_name = "LIST")]
+    devices: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+pub(crate) struct SyncArgs {
+    /// A copy of the run that was continued elsewhere (e.g. evaluated on a GPU machine).
+    from: PathBuf,
+    /// The run it was copied from; it takes the copy's progress when the copy extends it.
+    into: PathBuf,
     #[arg(long)]
     json: bool,
 }
@@ -132,11 +165,10 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
             }
         }
     };
-    let NewRun {
-        run_dir,
-        store,
-        run_seed,
-    } = create_run(
+    if args.agent_model.is_some() && brain != BrainSpec::Agent {
+        bail!("--agent-model names the model behind an agent: it goes with --brain agent");
+    }
+    let NewRun { run, run_seed } = create_run(
         &args.task,
         &task,
         &brain,
@@ -147,10 +179,13 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
             context: args.context,
             parallel: args.parallel,
             devices: args.devices.clone(),
+            executor: args.executor,
+            brain_note: args.agent_model.clone(),
         },
         args.out.clone(),
         args.seed,
     )?;
+    let run_dir = run.dir.clone();
     if args.json {
         // Scripts learn the directory before anything long happens.
         eprintln!("run directory: {}", run_dir.display());
@@ -161,114 +196,91 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
         } else {
             String::new()
         };
+        let deferred = if args.executor == ExecutorKind::Deferred {
+            ", evaluations deferred to `ksearch evaluate`"
+        } else {
+            ""
+        };
         eprintln!(
-            "searching {} with {} for {} rounds (seed {run_seed}{at_once})",
+            "searching {} with {} for {} rounds (seed {run_seed}{at_once}{deferred})",
             task.definition.name,
             brain.describe(),
             args.rounds
         );
     }
-    drive(&run_dir, store, &task, &brain, &llm_config, args.json)
-}
-
-/// The engine settings a run is created with.
-pub(crate) struct SearchSettings {
-    pub rounds: u32,
-    pub strategy: Strategy,
-    pub knob_share: f64,
-    /// What the prompts cite from the knowledge base (`--context`).
-    pub context: ksearch_kb::ContextLevel,
-    /// Requests served at once (`EngineConfig::parallel`).
-    pub parallel: u32,
-    /// `--devices` as given (checked), recorded so `resume` uses the same devices.
-    pub devices: Option<String>,
-}
-
-/// A run directory just created, its store, and the seed of its evaluations.
-pub(crate) struct NewRun {
-    pub run_dir: PathBuf,
-    pub store: RunStore,
-    pub run_seed: u64,
-}
-
-/// Creates the run directory (`out`, or `runs/TASK-DATE-TIME`) and its store, records what the
-/// run needs to be resumed (task, brain, seed, version) and appends the `started` event. Prints
-/// nothing. `task_arg` is the task as the user gave it (a built-in name or a folder).
-pub(crate) fn create_run(
-    task_arg: &str,
-    task: &Task,
-    brain: &BrainSpec,
-    settings: SearchSettings,
-    out: Option<PathBuf>,
-    seed: Option<u64>,
-) -> anyhow::Result<NewRun> {
-    let run_dir = out.unwrap_or_else(|| default_run_dir(&task.definition.name));
-    // Written under a temporary name until the `started` event is in: a kill before that leaves
-    // no half-made run for `resume` to trip on.
-    let store = RunStore::create_staged(&run_dir)?;
-    let run_seed = seed.unwrap_or_else(crate::eval_cmd::fresh_seed);
-    // The task argument is kept as given for built-ins, absolute for folders, so resume finds it.
-    let recorded_task = match Path::new(task_arg).canonicalize() {
-        Ok(p) if Path::new(task_arg).exists() => p.display().to_string(),
-        _ => task_arg.to_string(),
-    };
-    store.set_meta("task", &json!(recorded_task))?;
-    store.set_meta("brain", &serde_json::to_value(brain)?)?;
-    store.set_meta("run_seed", &json!(run_seed))?;
-    store.set_meta("ksearch_version", &json!(env!("CARGO_PKG_VERSION")))?;
-    if let Some(devices) = &settings.devices {
-        store.set_meta("devices", &json!(devices))?;
-    }
-    let config = EngineConfig {
-        rounds: settings.rounds,
-        strategy: settings.strategy,
-        parallel: settings.parallel.max(1),
-        rng_seed: run_seed,
-        // The tuner's kernels come from its template; sweeps are for written kernels.
-        knob_share: if *brain == BrainSpec::Tuner {
-            0.0
-        } else {
-            settings.knob_share
-        },
-        ..EngineConfig::default()
-    };
-    let kb = crate::knowledge::kb()?;
-    store.set_meta("context", &json!(settings.context.to_string()))?;
-    let mut brief = crate::knowledge::brief(&kb, task, settings.context)?;
-    if *brain == BrainSpec::Tuner {
-        // The tuner starts from its template's all-defaults configuration.
-        let tuner = crate::knowledge::tuner(task)?;
-        brief.default_file = tuner.file().to_string();
-        brief.seed = Some(vec![ksearch_search::engine::Source {
-            path: tuner.file().to_string(),
-            content: tuner.seed().map_err(anyhow::Error::msg)?,
-        }]);
-    }
-    let started = Event::Started { task: brief, config };
-    store.append_event(started.kind(), &serde_json::to_value(&started)?)?;
-    let store = store.publish()?;
-    Ok(NewRun {
-        run_dir,
-        store,
-        run_seed,
-    })
+    print_drive(&run, &llm_config, &DriveOptions::default(), args.json)
 }
 
 pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<u8> {
-    let store = RunStore::open(&args.run_dir)?;
-    let task_arg: String = serde_json::from_value(store.meta("task")?.context("the run has no recorded task")?)?;
-    let task = Task::load(&task_arg).with_context(|| format!("the run's task '{task_arg}'"))?;
-    let brain: BrainSpec = serde_json::from_value(store.meta("brain")?.context("the run has no recorded brain")?)
-        .context("the run's recorded brain is unreadable")?;
+    let run = open_for(&args.run_dir, "resume")?;
     let llm_config = LlmConfig::load(Path::new("."))?;
     if let Some(d) = &args.devices {
         d.parse::<DeviceSpec>()?;
-        store.set_meta("devices", &json!(d))?;
+        run.store.set_meta("devices", &json!(d))?;
     }
     if !args.json {
-        eprintln!("resuming {} with {}", args.run_dir.display(), brain.describe());
+        eprintln!("resuming {} with {}", args.run_dir.display(), run.brain.describe());
     }
-    drive(&args.run_dir, store, &task, &brain, &llm_config, args.json)
+    print_drive(&run, &llm_config, &DriveOptions::default(), args.json)
+}
+
+/// `ksearch evaluate`: the run's pending candidates, evaluated here; an in-process brain goes on
+/// from their results.
+pub(crate) fn evaluate(args: &EvaluateArgs) -> anyhow::Result<u8> {
+    if args.max == Some(0) {
+        bail!("--max must be at least 1");
+    }
+    let run = open_for(&args.run_dir, "evaluate")?;
+    let llm_config = LlmConfig::load(Path::new("."))?;
+    if let Some(d) = &args.devices {
+        d.parse::<DeviceSpec>()?;
+        run.store.set_meta("devices", &json!(d))?;
+    }
+    let opts = DriveOptions {
+        quiet: false,
+        executor: Some(ExecutorKind::Local),
+        max_evaluations: args.max,
+        require_device: true,
+    };
+    let started = std::time::Instant::now();
+    let drove = drive(&run, &llm_config, &opts)?;
+    let mut out = outcome(&run.dir, &drove);
+    out.json["evaluated"] = json!(drove.evaluated);
+    out.json["evaluate_seconds"] = json!(started.elapsed().as_secs_f64());
+    let list: Vec<String> = drove.evaluated.iter().map(|c| c.to_string()).collect();
+    out.text = format!(
+        "evaluated {} candidate(s){} in {:.1} s\n{}",
+        drove.evaluated.len(),
+        if list.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", list.join(", "))
+        },
+        started.elapsed().as_secs_f64(),
+        out.text
+    );
+    print(&out, args.json)
+}
+
+/// `ksearch sync FROM INTO`.
+pub(crate) fn sync(args: &SyncArgs) -> anyhow::Result<u8> {
+    let synced = ksearch_run::sync::fast_forward(&args.from, &args.into)?;
+    let (json, text) = match synced {
+        ksearch_run::sync::Synced::UpToDate => (
+            json!({"status": "up_to_date"}),
+            format!("{} is up to date with {}", args.into.display(), args.from.display()),
+        ),
+        ksearch_run::sync::Synced::FastForwarded { new_events } => (
+            json!({"status": "fast_forwarded", "new_events": new_events}),
+            format!(
+                "{} took {new_events} new event(s) from {}; continue with: ksearch resume {} (or agent next)",
+                args.into.display(),
+                args.from.display(),
+                args.into.display()
+            ),
+        ),
+    };
+    print(&Outcome { json, text, exit: 0 }, args.json)
 }
 
 /// How a stretch of driving ended: for the user (text), for scripts and MCP clients (JSON), and
@@ -279,16 +291,7 @@ pub(crate) struct Outcome {
     pub exit: u8,
 }
 
-/// Drives the run and prints the outcome (text, or JSON with `json_out`).
-pub(crate) fn drive(
-    run_dir: &Path,
-    store: RunStore,
-    task: &Task,
-    brain: &BrainSpec,
-    llm_config: &LlmConfig,
-    json_out: bool,
-) -> anyhow::Result<u8> {
-    let outcome = drive_quietly(run_dir, store, task, brain, llm_config, json_out)?;
+fn print(outcome: &Outcome, json_out: bool) -> anyhow::Result<u8> {
     if json_out {
         println!("{}", outcome.json);
     } else {
@@ -297,97 +300,81 @@ pub(crate) fn drive(
     Ok(outcome.exit)
 }
 
-/// Drives the run until it finishes, waits for an agent, or is interrupted; prints nothing on
-/// stdout (progress goes to stderr unless `quiet`).
-pub(crate) fn drive_quietly(
-    run_dir: &Path,
-    store: RunStore,
-    task: &Task,
-    brain: &BrainSpec,
+/// Drives the run and prints the outcome (text, or JSON with `json_out`).
+pub(crate) fn print_drive(
+    run: &OpenRun,
     llm_config: &LlmConfig,
-    quiet: bool,
-) -> anyhow::Result<Outcome> {
-    let events = load_events(&store)?;
-    let engine = Engine::replay(&events).context("the run's event log does not replay")?;
-    // Failures before the loop runs are recorded as the run's stop too (the loop records its own).
-    let brains = crate::driver::stop_on_error(&store, brain.build(llm_config, &store, task))?;
-    let run_seed: u64 = serde_json::from_value(store.meta("run_seed")?.unwrap_or(json!(0)))?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    rt.spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            flag.store(true, Ordering::SeqCst);
-            eprintln!(
-                "\nstopping after the steps in flight (Ctrl-C again to quit at once; the steps in flight are then redone \
-                 by `ksearch resume`)"
-            );
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(130);
-            }
-        }
-    });
-    let recorded = match brain {
-        BrainSpec::Replay { from, .. } => Some(crate::driver::recorded_evaluations(&RunStore::open(from)?)?),
-        BrainSpec::Llm { .. } | BrainSpec::Agent | BrainSpec::Tuner => None,
+    opts: &DriveOptions,
+    json_out: bool,
+) -> anyhow::Result<u8> {
+    let opts = DriveOptions {
+        quiet: opts.quiet || json_out,
+        ..opts.clone()
     };
-    let devices: Option<String> = match store.meta("devices")? {
-        Some(v) => Some(serde_json::from_value(v).context("the run's recorded devices are unreadable")?),
-        None => None,
-    };
-    let pool = crate::driver::stop_on_error(&store, device_pool(task, devices.as_deref(), quiet))?;
-    let mut driver = Driver {
-        store: &store,
-        engine,
-        brains,
-        task,
-        run_seed,
-        eval_template: EvalOptions::new(run_seed),
-        quiet,
-        stop,
-        recorded,
-        pool,
-        max_in_flight: 0,
-    };
-    let stopped = driver.run(&rt)?;
-    let engine = &driver.engine;
-    let max_in_flight = driver.max_in_flight;
-    // The most requests ever served at once over the run's drives (runs can be resumed).
-    let before: usize = store
-        .meta("max_in_flight")?
-        .and_then(|v| serde_json::from_value(v).ok())
-        .unwrap_or(0);
-    store.set_meta("max_in_flight", &json!(before.max(max_in_flight)))?;
+    let drove = drive(run, llm_config, &opts)?;
+    print(&outcome(&run.dir, &drove), json_out)
+}
+
+/// What a drive's end means to the user.
+pub(crate) fn outcome(run_dir: &Path, drove: &Drove) -> Outcome {
+    let engine = &drove.engine;
+    let max_in_flight = drove.max_in_flight;
     let dir = run_dir.display();
-    Ok(match stopped {
+    let agent_lines = |requests: &[(String, &'static str)]| -> String {
+        if requests.len() > 1 {
+            let list: Vec<String> = requests.iter().map(|(id, role)| format!("{id} ({role})")).collect();
+            format!(
+                "waiting for the agent to answer {} requests: {}\n  read them: ksearch agent next {dir}\n  \
+                 answer one: ksearch agent submit {dir} REQUEST_ID ANSWER_FILE",
+                requests.len(),
+                list.join(", ")
+            )
+        } else {
+            let (id, role) = requests.first().cloned().unwrap_or_default();
+            format!(
+                "waiting for the agent to answer request {id} ({role})\n  read it:   ksearch agent next {dir}\n  \
+                 answer it: ksearch agent submit {dir} {id} ANSWER_FILE"
+            )
+        }
+    };
+    match &drove.stopped {
         Stopped::AwaitingAgent { requests } => {
             let (id, role) = requests.first().cloned().unwrap_or_default();
             let mut json = json!({"run_dir": run_dir, "status": "awaiting_agent", "request_id": id, "role": role});
-            let text = if requests.len() > 1 {
+            if requests.len() > 1 {
                 // Several at once (a parallel run): every one is listed; the first keeps the
                 // fields a one-at-a-time client reads.
                 json["requests"] = requests
                     .iter()
                     .map(|(id, role)| json!({"id": id, "role": role}))
                     .collect();
-                let list: Vec<String> = requests.iter().map(|(id, role)| format!("{id} ({role})")).collect();
-                format!(
-                    "waiting for the agent to answer {} requests: {}\n  read them: ksearch agent next {dir}\n  \
-                     answer one: ksearch agent submit {dir} REQUEST_ID ANSWER_FILE",
-                    requests.len(),
-                    list.join(", ")
-                )
-            } else {
-                format!(
-                    "waiting for the agent to answer request {id} ({role})\n  read it:   ksearch agent next {dir}\n  \
-                     answer it: ksearch agent submit {dir} {id} ANSWER_FILE"
-                )
-            };
-            Outcome { json, text, exit: 0 }
+            }
+            Outcome {
+                json,
+                text: agent_lines(requests),
+                exit: 0,
+            }
+        }
+        Stopped::AwaitingEvaluation { evaluations, agent } => {
+            let ids: Vec<String> = evaluations.iter().map(|(_, c)| c.to_string()).collect();
+            let mut text = format!(
+                "{} candidate(s) wait to be evaluated ({}): on a machine with the task's device, run\n  \
+                 ksearch evaluate {dir}",
+                evaluations.len(),
+                ids.join(", ")
+            );
+            if !agent.is_empty() {
+                text.push_str(&format!("\nmeanwhile, {}", agent_lines(agent)));
+            }
+            Outcome {
+                json: json!({
+                    "run_dir": run_dir, "status": "awaiting_evaluation",
+                    "pending": evaluations.iter().map(|(id, c)| json!({"request_id": id, "candidate": c})).collect::<Vec<_>>(),
+                    "requests": agent.iter().map(|(id, role)| json!({"id": id, "role": role})).collect::<Vec<_>>(),
+                }),
+                text,
+                exit: 0,
+            }
         }
         Stopped::Interrupted => Outcome {
             json: json!({"run_dir": run_dir, "status": "interrupted"}),
@@ -403,17 +390,13 @@ pub(crate) fn drive_quietly(
             ),
             exit: crate::EXIT_FAILED,
         },
-        Stopped::Finished { best, reason } => {
-            let best = best.and_then(|id| engine.candidate(id));
-            let written = match best {
-                Some(b) => Some(write_best(run_dir, b)?),
-                None => None,
-            };
-            let speedup = best.and_then(|b| b.final_result.as_ref().and_then(|r| r.speedup).or(b.speedup()));
+        Stopped::Finished { reason, .. } => {
+            let best = drove.best();
+            let speedup = best.and_then(|(_, s)| s);
             let seed_speedup = engine.candidates().first().and_then(|c| c.speedup());
             let mut text = format!("finished: {reason}\n");
-            match (best, speedup, &written) {
-                (Some(b), Some(s), Some(path)) => {
+            match (best, speedup, &drove.best_file) {
+                (Some((b, _)), Some(s), Some(path)) => {
                     let vs_seed = seed_speedup
                         .map(|seed| format!(", {:.2}x the seed", s / seed))
                         .unwrap_or_default();
@@ -425,104 +408,34 @@ pub(crate) fn drive_quietly(
                 }
                 _ => text.push_str("no candidate passed\n"),
             }
-            // The report is a convenience: a failure to write it is said, not fatal to the run.
-            let report = ksearch_report::report_html(run_dir)
-                .map_err(anyhow::Error::from)
-                .and_then(|html| {
-                    let path = run_dir.join("report.html");
-                    std::fs::write(&path, html).with_context(|| format!("cannot write {}", path.display()))?;
-                    Ok(path)
-                });
-            match &report {
-                Ok(path) => text.push_str(&format!(
-                    "report (charts, the tree, the best kernel against the seed): {}\n\
-                     see the tree and every attempt in the terminal with: ksearch show {dir}",
-                    path.display()
-                )),
-                Err(e) => text.push_str(&format!(
-                    "the HTML report could not be written ({e:#}); try: ksearch report {dir}\n\
-                     see the tree and every attempt with: ksearch show {dir}"
-                )),
-            }
-            let report = report.ok();
+            let report = match &drove.report {
+                Some(Ok(path)) => {
+                    text.push_str(&format!(
+                        "report (charts, the tree, the best kernel against the seed): {}\n\
+                         see the tree and every attempt in the terminal with: ksearch show {dir}",
+                        path.display()
+                    ));
+                    Some(path.clone())
+                }
+                Some(Err(e)) => {
+                    text.push_str(&format!(
+                        "the HTML report could not be written ({e}); try: ksearch report {dir}\n\
+                         see the tree and every attempt with: ksearch show {dir}"
+                    ));
+                    None
+                }
+                None => None,
+            };
             Outcome {
                 json: json!({
                     "run_dir": run_dir, "status": "finished", "reason": reason,
-                    "best_candidate": best.map(|b| b.id), "best_speedup": speedup,
-                    "seed_speedup": seed_speedup, "best_files": written, "report": report, "rounds": engine.round(),
+                    "best_candidate": best.map(|(b, _)| b.id), "best_speedup": speedup,
+                    "seed_speedup": seed_speedup, "best_files": drove.best_file, "report": report, "rounds": engine.round(),
                     "max_in_flight": max_in_flight,
                 }),
                 text,
                 exit: if best.is_some() { 0 } else { crate::EXIT_FAILED },
             }
         }
-    })
-}
-
-/// The devices evaluations lease: `--devices` when given; otherwise every visible GPU for a
-/// task whose kernels run on one, and one CPU slot for C tasks (timing two CPU kernels at once
-/// would make both numbers noisy) or where no GPU is found.
-pub(crate) fn device_pool(task: &Task, devices: Option<&str>, quiet: bool) -> anyhow::Result<DevicePool> {
-    let chosen = match devices {
-        Some(text) => {
-            let spec: DeviceSpec = text.parse()?;
-            ksearch_devices::select(&spec, ksearch_devices::discover_gpus)?
-        }
-        None if task.config.kernel.language == "c" => ksearch_devices::cpu_slots(1),
-        None => match ksearch_devices::discover_gpus() {
-            Ok(gpus) if !gpus.is_empty() => gpus,
-            Ok(_) => ksearch_devices::cpu_slots(1),
-            Err(e) => {
-                if !quiet {
-                    eprintln!("warning: {e}; evaluating one candidate at a time on the default device");
-                }
-                ksearch_devices::cpu_slots(1)
-            }
-        },
-    };
-    Ok(DevicePool::new(chosen)?)
-}
-
-pub(crate) fn load_events(store: &RunStore) -> anyhow::Result<Vec<Event>> {
-    store
-        .events()?
-        .into_iter()
-        .map(|row| {
-            serde_json::from_value::<Event>(row.body).with_context(|| {
-                format!(
-                    "{}: event {} ({}) is unreadable",
-                    store.path().display(),
-                    row.seq,
-                    row.kind
-                )
-            })
-        })
-        .collect()
-}
-
-fn write_best(run_dir: &Path, best: &ksearch_search::engine::Candidate) -> anyhow::Result<PathBuf> {
-    let dir = run_dir.join("best");
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    for s in &best.sources {
-        // Paths were checked when the candidate was evaluated (plain relative names).
-        let path = dir.join(&s.path);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(&path, &s.content).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    Ok(dir.join(best.sources.first().map(|s| s.path.clone()).unwrap_or_default()))
-}
-
-/// `runs/TASK-YYYYMMDD-HHMMSS` in UTC.
-fn default_run_dir(task: &str) -> PathBuf {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO)
-        .as_secs();
-    let stamp = i64::try_from(secs)
-        .ok()
-        .and_then(|s| chrono::DateTime::from_timestamp(s, 0))
-        .unwrap_or_default();
-    PathBuf::from("runs").join(format!("{task}-{}", stamp.format("%Y%m%d-%H%M%S")))
 }

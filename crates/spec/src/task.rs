@@ -250,6 +250,29 @@ pub(crate) fn builtin_file(task: &str, rel: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// Every file of the built-in task `name`, as (path relative to its folder, contents), sorted by
+/// path; `None` when there is no such task.
+pub fn builtin_task_files(name: &str) -> Option<Vec<(String, Vec<u8>)>> {
+    fn walk(dir: &Dir<'static>, root: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+        for f in dir.files() {
+            if let Ok(rel) = f.path().strip_prefix(root) {
+                out.push((rel.to_string_lossy().to_string(), f.contents().to_vec()));
+            }
+        }
+        for d in dir.dirs() {
+            walk(d, root, out);
+        }
+    }
+    if name.contains('/') {
+        return None;
+    }
+    let dir = BUILTIN_TASKS.get_dir(name)?;
+    let mut out = Vec::new();
+    walk(dir, dir.path(), &mut out);
+    out.sort();
+    Some(out)
+}
+
 /// Names of the tasks compiled into the binary, sorted.
 pub fn builtin_names() -> Vec<String> {
     let mut names: Vec<String> = BUILTIN_TASKS

@@ -511,8 +511,19 @@ impl RunStore {
         Ok(out)
     }
 
-    /// Runs `f` in one transaction: all of its writes land, or none do.
-    pub fn transaction<T>(&mut self, f: impl FnOnce(&RunStore) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    /// Writes a copy of the whole database (the write-ahead log folded in) to `dest`, which
+    /// must not exist.
+    pub fn vacuum_into(&self, dest: &Path) -> Result<(), StoreError> {
+        let dest_text = dest.to_string_lossy().to_string();
+        self.conn
+            .execute("VACUUM INTO ?1", params![dest_text])
+            .map(|_| ())
+            .map_err(|e| self.err(e))
+    }
+
+    /// Runs `f` in one transaction: all of its writes land, or none do (a process killed in
+    /// the middle leaves none of them).
+    pub fn transaction<T, E: From<StoreError>>(&self, f: impl FnOnce(&RunStore) -> Result<T, E>) -> Result<T, E> {
         self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| self.err(e))?;
         match f(self) {
             Ok(v) => {

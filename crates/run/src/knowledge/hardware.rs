@@ -30,7 +30,7 @@ const LATENCY_FLOOR_S: f64 = 5e-6;
 /// A CPU target's `compute_units` is this machine's (the cores ksearch may use), since the CPU
 /// tasks run where ksearch runs: the knowledge base's generic CPU says 2, and a `threads` knob
 /// bounded by it would never use the cores of a larger machine.
-pub(crate) fn hw_figures(kb: &Kb, target: &str) -> anyhow::Result<IndexMap<String, f64>> {
+pub fn hw_figures(kb: &Kb, target: &str) -> anyhow::Result<IndexMap<String, f64>> {
     let spec = kb.hardware(target)?;
     let mut figures: IndexMap<String, f64> = FIGURE_META
         .iter()
@@ -46,7 +46,7 @@ pub(crate) fn hw_figures(kb: &Kb, target: &str) -> anyhow::Result<IndexMap<Strin
 
 /// The hardware figures of `task`'s target device on this platform (the knob limits of
 /// `ksearch sweep`); prints a warning when the device was assumed.
-pub(crate) fn task_figures(kb: &Kb, task: &Task) -> anyhow::Result<IndexMap<String, f64>> {
+pub fn task_figures(kb: &Kb, task: &Task) -> anyhow::Result<IndexMap<String, f64>> {
     let target = target_of(kb, task, Platform::current())?;
     if let Some(warning) = &target.warning {
         eprintln!("warning: {warning}");
@@ -59,7 +59,7 @@ pub(crate) fn task_figures(kb: &Kb, task: &Task) -> anyhow::Result<IndexMap<Stri
 /// (or, on a GPU, below 1 FLOP per byte where the figures give no ridge), compute-bound above it, and on a
 /// GPU latency-bound when even the roofline floor is a few launch latencies. `None` when the
 /// task declares no roofline or the figures cannot decide.
-pub(crate) fn task_regime(task: &Task, hw: &IndexMap<String, f64>, kind: DeviceKind) -> Option<Regime> {
+pub fn task_regime(task: &Task, hw: &IndexMap<String, f64>, kind: DeviceKind) -> Option<Regime> {
     let roof = task.config.roofline.as_ref()?;
     let (bytes, flops) = (roof.bytes.as_ref()?, roof.flops.as_ref()?);
     let mut per_workload: Vec<(f64, f64)> = task
@@ -150,7 +150,7 @@ fn tuner_on(kb: &Kb, task: &Task, device: &str) -> anyhow::Result<Tuner> {
 
 /// The knob tuner for a task with a template, with its target device's figures on this
 /// platform as the knob limits.
-pub(crate) fn tuner(task: &Task) -> anyhow::Result<Tuner> {
+pub fn tuner(task: &Task) -> anyhow::Result<Tuner> {
     let kb = kb()?;
     let device = target_of(&kb, task, Platform::current())?.device;
     tuner_on(&kb, task, &device)

@@ -5,7 +5,7 @@
 //! The knowledge base is the built-in one, with the folder named by `KSEARCH_KB` laid over it
 //! when that variable is set (docs/knowledge-base.md).
 
-mod hardware;
+pub mod hardware;
 mod load;
 mod prompt;
 mod target;
@@ -13,7 +13,7 @@ mod target;
 mod test_support;
 
 // What other modules use, at the paths they had before the split.
-pub(crate) use hardware::{task_figures, tuner};
-pub(crate) use load::{describe, kb, overrides_dir, KB_ENV};
-pub(crate) use prompt::{brief, knowledge_on};
-pub(crate) use target::{target_of, Platform};
+pub use hardware::{task_figures, tuner};
+pub use load::{describe, kb, kb_with, overrides_dir, KB_ENV};
+pub use prompt::{brief, knowledge_on, Knowledge};
+pub use target::{target_of, Platform};

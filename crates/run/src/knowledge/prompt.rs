@@ -10,7 +10,7 @@ use ksearch_spec::{Expertise, Task};
 
 /// What a task's prompts cite at one context level.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct Knowledge {
+pub struct Knowledge {
     /// The task brief's `target`: figures (hardware, full), patterns, translation layers and
     /// properties to keep (full).
     pub target: String,
@@ -19,7 +19,7 @@ pub(crate) struct Knowledge {
 }
 
 /// What the knowledge base is asked about `task` when its candidates run on `device`.
-pub(crate) fn task_query(task: &Task, device: &str) -> TaskQuery {
+pub fn task_query(task: &Task, device: &str) -> TaskQuery {
     let mut expertise_languages: Vec<String> = Vec::new();
     for e in &task.expertise {
         if !expertise_languages.contains(&e.language) {
@@ -37,12 +37,7 @@ pub(crate) fn task_query(task: &Task, device: &str) -> TaskQuery {
 /// What `task`'s prompts cite at `level` (`--context none|hardware|full`) on its target device
 /// on `platform` ([`target_of`]). When the device was assumed, the cited text starts with the
 /// note saying so (at `hardware` and `full`; `none` cites nothing).
-pub(crate) fn knowledge_for(
-    kb: &Kb,
-    task: &Task,
-    platform: Platform,
-    level: ContextLevel,
-) -> anyhow::Result<Knowledge> {
+pub fn knowledge_for(kb: &Kb, task: &Task, platform: Platform, level: ContextLevel) -> anyhow::Result<Knowledge> {
     let target = target_of(kb, task, platform)?;
     let mut k = knowledge_on(kb, task, &target.device, level)?;
     if let (Some(note), false) = (&target.note, k.target.is_empty()) {
@@ -53,7 +48,7 @@ pub(crate) fn knowledge_for(
 
 /// As [`knowledge_for`], for a chosen device (`m4-max`; what `ksearch kb show DEVICE --prompt
 /// LEVEL --task TASK` prints).
-pub(crate) fn knowledge_on(kb: &Kb, task: &Task, device: &str, level: ContextLevel) -> anyhow::Result<Knowledge> {
+pub fn knowledge_on(kb: &Kb, task: &Task, device: &str, level: ContextLevel) -> anyhow::Result<Knowledge> {
     let target = kb
         .task_context(&task_query(task, device), level)
         .with_context(|| format!("the knowledge base for task {}", task.definition.name))?;
@@ -67,7 +62,7 @@ pub(crate) fn knowledge_on(kb: &Kb, task: &Task, device: &str, level: ContextLev
 /// The task brief the search starts from, with the knowledge cited at `level`: what
 /// `ksearch run --context LEVEL` starts the engine with.
 /// Prints a warning when the task's device was assumed.
-pub(crate) fn brief(kb: &Kb, task: &Task, level: ContextLevel) -> anyhow::Result<TaskBrief> {
+pub fn brief(kb: &Kb, task: &Task, level: ContextLevel) -> anyhow::Result<TaskBrief> {
     if let Some(warning) = target_of(kb, task, Platform::current())?.warning {
         eprintln!("warning: {warning}");
     }
@@ -75,7 +70,7 @@ pub(crate) fn brief(kb: &Kb, task: &Task, level: ContextLevel) -> anyhow::Result
 }
 
 /// As [`brief`], on `platform`, without the warning.
-pub(crate) fn brief_for(kb: &Kb, task: &Task, platform: Platform, level: ContextLevel) -> anyhow::Result<TaskBrief> {
+pub fn brief_for(kb: &Kb, task: &Task, platform: Platform, level: ContextLevel) -> anyhow::Result<TaskBrief> {
     let Knowledge { target, expertise } = knowledge_for(kb, task, platform, level)?;
     let mut brief = crate::brief::task_brief(task, target);
     brief.expertise = expertise;
@@ -84,7 +79,7 @@ pub(crate) fn brief_for(kb: &Kb, task: &Task, platform: Platform, level: Context
 
 /// The expertise as prompts show it: each entry's origin, language and description, then its
 /// files in fenced blocks. Empty when the task names none.
-pub(crate) fn render_expertise(list: &[Expertise]) -> String {
+pub fn render_expertise(list: &[Expertise]) -> String {
     let mut out = String::new();
     for (i, e) in list.iter().enumerate() {
         out.push_str(&format!(

@@ -6,7 +6,7 @@ use ksearch_search::engine::{EvalSummary, WorkloadSummary};
 
 const LOG_LINES: usize = 30;
 
-pub(crate) fn summarize(e: &Evaluation) -> EvalSummary {
+pub fn summarize(e: &Evaluation) -> EvalSummary {
     let noise = e
         .workloads
         .iter()
@@ -50,14 +50,15 @@ fn tail(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
+/// Evaluation records for tests of this crate and of the CLI.
+#[doc(hidden)]
+pub mod fixtures {
+    use ksearch_eval::Evaluation;
     use serde_json::json;
 
     /// A passing CUDA evaluation whose build reported `resources` (a JSON array, as the record
     /// has it), or a CPU one (no compile report) for `None`.
-    pub(crate) fn evaluation(resources: Option<serde_json::Value>) -> Evaluation {
+    pub fn evaluation(resources: Option<serde_json::Value>) -> Evaluation {
         let compile = resources.map(|r| json!({"ok": true, "seconds": 2.0, "command": [], "log": "", "resources": r}));
         serde_json::from_value(json!({
             "task": "softmax", "solution": "candidate", "status": "passed", "reason": null, "speedup": 1.5,
@@ -65,14 +66,20 @@ pub(crate) mod tests {
             "provenance": {"device": "cuda:0", "backend": "cuda", "seed": 1, "harness_version": null,
                            "environment": null, "trials": 3},
         }))
-        .unwrap()
+        .expect("a valid evaluation record")
     }
 
-    pub(crate) fn softmax_kernel() -> serde_json::Value {
+    pub fn softmax_kernel() -> serde_json::Value {
         json!([{"name": "_Z12softmax_rowsPKfPfl", "arch": "sm_90a", "registers": 30, "spill_store_bytes": 8,
                 "spill_load_bytes": 4, "stack_frame_bytes": 16, "shared_bytes": 1024, "constant_bytes": null,
                 "barriers": 1}])
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{evaluation, softmax_kernel};
+    use super::*;
 
     #[test]
     fn the_compilers_resources_reach_the_summary() {

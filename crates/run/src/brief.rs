@@ -19,7 +19,7 @@ fn c_type(dtype: DType) -> &'static str {
 }
 
 /// The entry point's C signature under the `c` backend's convention (docs/protocol.md).
-pub(crate) fn c_signature(task: &Task) -> String {
+pub fn c_signature(task: &Task) -> String {
     let def = &task.definition;
     let mut params = Vec::new();
     for (name, spec) in &def.inputs {
@@ -61,7 +61,7 @@ fn mlx_convention(task: &Task) -> String {
     )
 }
 
-pub(crate) fn task_brief(task: &Task, target: String) -> TaskBrief {
+pub fn task_brief(task: &Task, target: String) -> TaskBrief {
     let def = &task.definition;
     let mut text = String::new();
     if let Some(d) = &def.description {

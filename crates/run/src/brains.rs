@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 /// What serves the two roles; stored in the run's metadata under `brain`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub(crate) enum BrainSpec {
+pub enum BrainSpec {
     Llm {
         planner: ProviderConfig,
         coder: ProviderConfig,
@@ -33,7 +33,7 @@ pub(crate) enum BrainSpec {
 }
 
 /// The clients of the two roles; `None` where an external agent or the tuner answers.
-pub(crate) struct Brains {
+pub struct Brains {
     pub planner: Option<LlmClient>,
     pub coder: Option<LlmClient>,
     pub tuner: Option<ksearch_search::tuner::Tuner>,
@@ -41,7 +41,7 @@ pub(crate) struct Brains {
 
 impl BrainSpec {
     /// From the command line: `--llm` for both roles, or per role; ksearch.toml fills the rest.
-    pub(crate) fn from_args(
+    pub fn from_args(
         config: &LlmConfig,
         llm: Option<&str>,
         planner: Option<&str>,
@@ -89,12 +89,7 @@ impl BrainSpec {
 
     /// Builds the clients. `store` is the run's own store: its recorded exchanges count against
     /// the budget, so a resumed run keeps its limits.
-    pub(crate) fn build(
-        &self,
-        config: &LlmConfig,
-        store: &RunStore,
-        task: &ksearch_spec::Task,
-    ) -> anyhow::Result<Brains> {
+    pub fn build(&self, config: &LlmConfig, store: &RunStore, task: &ksearch_spec::Task) -> anyhow::Result<Brains> {
         if *self == BrainSpec::Tuner {
             return Ok(Brains {
                 planner: None,
@@ -186,7 +181,7 @@ impl BrainSpec {
         }
     }
 
-    pub(crate) fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         match self {
             BrainSpec::Llm { planner, coder, .. } if planner == coder => format!("{}:{}", planner.name, planner.model),
             BrainSpec::Llm { planner, coder, .. } => {

@@ -11,14 +11,14 @@ use std::fmt;
 /// through `mx.fast.metal_kernel` on macOS, CUDA through `mx.fast.cuda_kernel` on Linux (any
 /// other system is taken as Linux).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Platform {
+pub enum Platform {
     MacOs,
     Linux,
 }
 
 impl Platform {
     /// The platform this binary was built for.
-    pub(crate) fn current() -> Platform {
+    pub fn current() -> Platform {
         if cfg!(target_os = "macos") {
             Platform::MacOs
         } else {
@@ -38,7 +38,7 @@ impl fmt::Display for Platform {
 
 /// The device a task's prompts and knob limits are about.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Target {
+pub struct Target {
     /// The device's name in the knowledge base (`h200`, `apple-m4-max`, `cpu-generic`).
     pub device: String,
     /// Set when task.toml names no device and one was assumed: a line for the prompts (the
@@ -80,7 +80,7 @@ fn default_device(dialect: Option<TargetKind>) -> &'static str {
 /// GPUs). When `targets` is empty, a `c` task runs on this machine's CPU (`cpu`); any other is
 /// given a default device with a note in the prompts and a warning, since its figures are an
 /// assumption.
-pub(crate) fn target_of(kb: &Kb, task: &Task, platform: Platform) -> anyhow::Result<Target> {
+pub fn target_of(kb: &Kb, task: &Task, platform: Platform) -> anyhow::Result<Target> {
     let file = task.file("task.toml");
     let language = task.config.kernel.language.as_str();
     let dialect = dialect_of(language, platform);

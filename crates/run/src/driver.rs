@@ -10,12 +10,12 @@
 //! finds outstanding again and serves again.
 
 mod progress;
-mod work;
-pub(crate) use work::placement;
+pub(crate) mod work;
+pub use crate::executor::placement;
 
 use crate::brains::Brains;
+use crate::executor::{EvalJob, Executor};
 use anyhow::Context;
-use ksearch_devices::DevicePool;
 use ksearch_eval::EvalOptions;
 use ksearch_llm::LlmClient;
 use ksearch_search::engine::{Engine, EvalSummary, Event, PlanKind, Purpose, Request, Source};
@@ -25,7 +25,7 @@ use progress::Progress;
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use work::{answered_before, call_llm, evaluate_on_device, event_request_id, rejected, Done};
+use work::{answered_before, call_llm, event_request_id, rejected, Done};
 
 pub(crate) struct Driver<'a> {
     pub store: &'a RunStore,
@@ -40,18 +40,22 @@ pub(crate) struct Driver<'a> {
     /// When replaying a recorded run: its evaluations, by candidate sources and purpose, so the
     /// replay sees the numbers the original saw (and renders the same prompts).
     pub recorded: Option<RecordedEvaluations>,
-    /// The devices evaluations run on, one evaluation per device at a time.
-    pub pool: DevicePool,
+    /// Where evaluations go.
+    pub executor: &'a dyn Executor,
+    /// The most evaluations this drive starts (`ksearch evaluate --max`); `None`: no limit.
+    pub max_evaluations: Option<usize>,
     /// The most requests being served at the same time so far (LLM calls and evaluations).
     pub max_in_flight: usize,
+    /// Evaluations this drive ran (their results recorded).
+    pub evaluated: Vec<i64>,
 }
 
 /// Evaluation summaries of a recorded run, keyed by what was evaluated.
-pub(crate) type RecordedEvaluations = std::collections::HashMap<(i64, String, bool), EvalSummary>;
+pub type RecordedEvaluations = std::collections::HashMap<(i64, String, bool), EvalSummary>;
 
 /// The key of an evaluation: the candidate (its id and its files: two candidates may share files
 /// and still measure differently) and whether it was the final re-measurement.
-pub(crate) fn evaluation_key(candidate_id: i64, sources: &[Source], purpose: Purpose) -> (i64, String, bool) {
+pub fn evaluation_key(candidate_id: i64, sources: &[Source], purpose: Purpose) -> (i64, String, bool) {
     (
         candidate_id,
         serde_json::to_string(sources).unwrap_or_default(),
@@ -60,8 +64,8 @@ pub(crate) fn evaluation_key(candidate_id: i64, sources: &[Source], purpose: Pur
 }
 
 /// Reads a recorded run's evaluations from its event log.
-pub(crate) fn recorded_evaluations(store: &RunStore) -> anyhow::Result<RecordedEvaluations> {
-    let events = crate::run_cmd::load_events(store)?;
+pub fn recorded_evaluations(store: &RunStore) -> anyhow::Result<RecordedEvaluations> {
+    let events = crate::drive::load_events(store)?;
     let mut engine = Engine::new();
     let mut out = RecordedEvaluations::new();
     for e in &events {
@@ -87,7 +91,8 @@ pub(crate) fn recorded_evaluations(store: &RunStore) -> anyhow::Result<RecordedE
 }
 
 /// Why the loop returned.
-pub(crate) enum Stopped {
+#[derive(Debug)]
+pub enum Stopped {
     Finished {
         best: Option<i64>,
         reason: String,
@@ -103,6 +108,13 @@ pub(crate) enum Stopped {
     /// first. Nothing else is in flight.
     AwaitingAgent {
         requests: Vec<(String, &'static str)>,
+    },
+    /// Evaluations wait for `ksearch evaluate` (a deferred run), or for the next one when this
+    /// drive reached its `--max`: (request id, candidate id), oldest first. `agent` lists the
+    /// requests that also wait for an agent. Nothing else is in flight.
+    AwaitingEvaluation {
+        evaluations: Vec<(String, i64)>,
+        agent: Vec<(String, &'static str)>,
     },
 }
 
@@ -122,6 +134,13 @@ impl Stopped {
                 format!("{failures} requests failed in a row, each after its retries; the last: {error}"),
             ),
             Stopped::AwaitingAgent { .. } => ("awaiting_agent", String::new()),
+            Stopped::AwaitingEvaluation { evaluations, .. } => (
+                "awaiting_evaluation",
+                format!(
+                    "{} candidate(s) wait for `ksearch evaluate` on a machine with the task's device",
+                    evaluations.len()
+                ),
+            ),
         }
     }
 }
@@ -129,7 +148,7 @@ impl Stopped {
 /// Records why driving the run stopped, in its metadata (`stopped`: reason, time, detail), so
 /// that a report or the dashboard can tell a stopped run from a live one (docs/report.md).
 /// Best effort: when the store cannot take it, the caller has a bigger error to report.
-pub(crate) fn record_stop(store: &RunStore, reason: &str, detail: &str) {
+pub fn record_stop(store: &RunStore, reason: &str, detail: &str) {
     let at = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
@@ -141,7 +160,7 @@ pub(crate) fn record_stop(store: &RunStore, reason: &str, detail: &str) {
 
 /// `result`, after recording an error as the reason the run stopped (for failures before the
 /// loop runs: a missing API key, no device).
-pub(crate) fn stop_on_error<T>(store: &RunStore, result: anyhow::Result<T>) -> anyhow::Result<T> {
+pub fn stop_on_error<T>(store: &RunStore, result: anyhow::Result<T>) -> anyhow::Result<T> {
     if let Err(e) = &result {
         record_stop(store, "error", &format!("{e:#}"));
     }
@@ -161,12 +180,7 @@ enum Dispatch<'e> {
         plan: bool,
         label: String,
     },
-    Evaluate {
-        candidate_id: i64,
-        purpose: Purpose,
-        solution: Box<Solution>,
-        opts: Box<EvalOptions>,
-    },
+    Evaluate(Box<EvalJob>),
 }
 
 /// LLM requests failing in a row (each after the client's own retries with backoff) after which
@@ -182,7 +196,7 @@ struct Shared<'e> {
     run_seed: u64,
     eval_template: &'e EvalOptions,
     recorded: Option<&'e RecordedEvaluations>,
-    pool: &'e DevicePool,
+    executor: &'e dyn Executor,
 }
 
 impl Driver<'_> {
@@ -194,8 +208,10 @@ impl Driver<'_> {
             run_seed: self.run_seed,
             eval_template: &self.eval_template,
             recorded: self.recorded.as_ref(),
-            pool: &self.pool,
+            executor: self.executor,
         };
+        let max_evaluations = self.max_evaluations;
+        let evaluated = &mut self.evaluated;
         let mut progress = Progress::new(self.quiet);
         // A finished run stays as it ended (a resume of it serves nothing); any other is live
         // from here until the loop records why it stopped.
@@ -222,6 +238,8 @@ impl Driver<'_> {
             // Once tripped: the failures in a row and the error at that moment. Answers still in
             // flight are recorded; failures after it are held back like the one that tripped it.
             let mut unavailable: Option<(u32, String)> = None;
+            // Evaluations started by this drive, and those left pending (deferred, or past --max).
+            let mut started_evaluations = 0usize;
             loop {
                 if let Some(done) = ready.pop_front() {
                     let id = done.request_id().to_string();
@@ -245,11 +263,14 @@ impl Driver<'_> {
                     if let Some(f) = done.fatal_llm_failure() {
                         fatal.get_or_insert((f.budget, f.error.clone()));
                     }
-                    cx.record(engine, done, &progress)?;
+                    if let Some(c) = cx.record(engine, done, &progress)? {
+                        evaluated.push(c);
+                    }
                     continue;
                 }
                 let stopping = stop.load(Ordering::SeqCst) || unavailable.is_some();
                 let mut agent: Vec<Request> = Vec::new();
+                let mut pending: Vec<Request> = Vec::new();
                 if !stopping {
                     let waiting: Vec<Request> = engine.in_flight().into_iter().cloned().collect();
                     for request in waiting {
@@ -292,26 +313,28 @@ impl Driver<'_> {
                                     let _ = tx.send(guarded(&id, work));
                                 });
                             }
-                            Dispatch::Evaluate {
-                                candidate_id,
-                                purpose,
-                                solution,
-                                opts,
-                            } => {
+                            Dispatch::Evaluate(job) => {
+                                let capped = max_evaluations.is_some_and(|m| started_evaluations >= m);
+                                if !cx.executor.evaluates() || capped {
+                                    pending.push(request);
+                                    continue;
+                                }
+                                started_evaluations += 1;
                                 taken.insert(id.clone());
                                 running += 1;
+                                let (candidate_id, purpose) = (job.candidate_id, job.purpose);
                                 progress.started(&id, &format!("evaluating candidate {candidate_id}"));
                                 let tx = tx.clone();
-                                let (task, pool) = (cx.task, cx.pool);
+                                let (task, executor) = (cx.task, cx.executor);
                                 scope.spawn(move || {
                                     let work = || {
-                                        let (device, result) = evaluate_on_device(task, &solution, *opts, pool);
+                                        let done = executor.evaluate(task, *job);
                                         Done::Evaluation {
                                             request_id: id.clone(),
                                             candidate_id,
                                             purpose,
-                                            device,
-                                            result: Box::new(result),
+                                            device: done.device,
+                                            result: Box::new(done.result),
                                         }
                                     };
                                     let _ = tx.send(guarded(&id, work));
@@ -337,6 +360,7 @@ impl Driver<'_> {
                             return Ok(Stopped::LlmUnavailable { failures, error });
                         }
                         _ if stopping => return Ok(Stopped::Interrupted),
+                        _ if !pending.is_empty() => return cx.await_evaluation(&pending, &agent),
                         _ if !agent.is_empty() => return cx.await_agent(&agent),
                         _ => anyhow::bail!(
                             "the engine has nothing to do: the run's event log does not start with `started`"
@@ -379,9 +403,7 @@ impl<'e> Shared<'e> {
     fn dispatch(&self, engine: &Engine, request: &Request) -> anyhow::Result<Dispatch<'e>> {
         let id = request.id().unwrap_or_default().to_string();
         if matches!(request, Request::Plan { .. } | Request::Code { .. }) && self.brains.tuner.is_some() {
-            return Ok(Dispatch::Ready(Box::new(Done::Event(
-                self.tuner_event(engine, request)?,
-            ))));
+            return Ok(Dispatch::Ready(Box::new(self.tuner_answer(engine, request)?)));
         }
         Ok(match request.clone() {
             Request::Finished { .. } => anyhow::bail!("internal: the finished run has a request in flight"),
@@ -452,12 +474,13 @@ impl<'e> Shared<'e> {
                             .wrapping_mul(6364136223846793005)
                             .wrapping_add((candidate_id as u64) << 1 | (purpose == Purpose::Final) as u64);
                         opts.fail_fast = purpose == Purpose::Search;
-                        Dispatch::Evaluate {
+                        Dispatch::Evaluate(Box::new(EvalJob {
+                            request_id: id,
                             candidate_id,
                             purpose,
-                            solution: Box::new(solution),
-                            opts: Box::new(opts),
-                        }
+                            solution,
+                            opts,
+                        }))
                     }
                 }
             }
@@ -465,32 +488,47 @@ impl<'e> Shared<'e> {
     }
 
     /// Records finished work and, if its request is still outstanding, appends the answering
-    /// event and applies it. A request the engine no longer waits for (dropped by a fatal
-    /// failure while it was in flight) leaves its rows (an LLM call still cost money) but no
-    /// event.
-    fn record(&self, engine: &mut Engine, done: Done, progress: &Progress) -> anyhow::Result<()> {
-        let event = done.record(self.store)?;
-        let Some(id) = event_request_id(&event) else {
-            anyhow::bail!("internal: a worker answered with a `started` event");
-        };
-        if engine.outstanding(id).is_none() {
-            return Ok(());
+    /// event and applies it; the rows and the event land in one transaction, so a kill between
+    /// them cannot record an evaluation whose event is missing (and redo it). A request the
+    /// engine no longer waits for (dropped by a fatal failure while it was in flight) leaves
+    /// its rows (an LLM call still cost money) but no event. Returns the candidate evaluated,
+    /// if the event was an evaluation.
+    fn record(&self, engine: &mut Engine, done: Done, progress: &Progress) -> anyhow::Result<Option<i64>> {
+        let id = done.request_id().to_string();
+        let outstanding = engine.outstanding(&id).is_some();
+        let event = self.store.transaction(|store| -> anyhow::Result<Event> {
+            let event = done.record(store)?;
+            if event_request_id(&event).is_none() {
+                anyhow::bail!("internal: a worker answered with a `started` event");
+            }
+            if outstanding {
+                let body = serde_json::to_value(&event).context("cannot encode an event")?;
+                store.append_event(event.kind(), &body)?;
+                // Shown as answered where it was left pending (deferred evaluations); most
+                // requests have no row, which is no error.
+                let _ = store.set_request_state(&id, ksearch_store::RequestState::Answered);
+            }
+            Ok(event)
+        })?;
+        if !outstanding {
+            return Ok(None);
         }
-        let body = serde_json::to_value(&event).context("cannot encode an event")?;
-        self.store.append_event(event.kind(), &body)?;
         engine.apply(&event).context("the engine refused its own event")?;
         report(engine, &event, progress);
-        Ok(())
+        Ok(match &event {
+            Event::Evaluated { candidate_id, .. } => Some(*candidate_id),
+            _ => None,
+        })
     }
 
     /// The tuner's answer, recorded like an LLM exchange so the run's history is complete.
-    fn tuner_event(&self, engine: &Engine, request: &Request) -> anyhow::Result<Event> {
+    fn tuner_answer(&self, engine: &Engine, request: &Request) -> anyhow::Result<Done> {
         let Some(tuner) = &self.brains.tuner else {
             anyhow::bail!("no tuner")
         };
         let id = request.id().unwrap_or_default().to_string();
         let answer = tuner.answer(engine, request);
-        self.store.record_exchange(&ExchangeRow {
+        let row = Box::new(ExchangeRow {
             request_id: Some(id.clone()),
             role: request.role().to_string(),
             provider: "tuner".into(),
@@ -499,8 +537,8 @@ impl<'e> Shared<'e> {
             error: answer.as_ref().err().cloned(),
             attempts: 1,
             ..Default::default()
-        })?;
-        Ok(match (answer, request) {
+        });
+        let event = match (answer, request) {
             (Ok(text), Request::Plan { .. }) => Event::PlannerAnswered { request_id: id, text },
             (Ok(text), _) => Event::CoderAnswered { request_id: id, text },
             (Err(error), _) => Event::RequestFailed {
@@ -508,6 +546,29 @@ impl<'e> Shared<'e> {
                 error,
                 fatal: true,
             },
+        };
+        Ok(Done::Tuner { row, event })
+    }
+
+    /// Leaves the evaluations pending in the store (for `ksearch evaluate`; their candidates
+    /// are recorded) and the agent's requests as [`Shared::await_agent`] does, and stops.
+    fn await_evaluation(&self, evaluations: &[Request], agent: &[Request]) -> anyhow::Result<Stopped> {
+        let mut out = Vec::new();
+        for request in evaluations {
+            let id = request.id().unwrap_or_default().to_string();
+            let body = serde_json::to_value(request).context("cannot encode a request")?;
+            self.store.put_request(&id, request.role(), &body)?;
+            if let Request::Evaluate { candidate_id, .. } = request {
+                out.push((id, *candidate_id));
+            }
+        }
+        let agent = match self.await_agent(agent)? {
+            Stopped::AwaitingAgent { requests } => requests,
+            _ => Vec::new(),
+        };
+        Ok(Stopped::AwaitingEvaluation {
+            evaluations: out,
+            agent,
         })
     }
 
@@ -633,7 +694,7 @@ fn report(engine: &Engine, event: &Event, progress: &Progress) {
 }
 
 /// What an answer to `request` must look like, in one sentence for the agent.
-pub(crate) fn answer_format(request: &Request) -> &'static str {
+pub fn answer_format(request: &Request) -> &'static str {
     match request {
         Request::Plan { .. } => {
             "one JSON object (kernel_summary, open_questions, ops: an edit script) as the prompt's \"Answer format\" \

@@ -1,0 +1,195 @@
+//! Where evaluations run. Every evaluation of a run goes through one [`Executor`]: the driver
+//! turns the engine's `Evaluate` request into an [`EvalJob`] (everything the evaluation needs:
+//! the candidate as a solution, the options with its input seed) and hands it over; what comes
+//! back is an [`EvalDone`] (the record, or why the evaluator could not run, and the device).
+//!
+//! - [`Local`] evaluates here, on the devices of a [`DevicePool`], one evaluation per device at a
+//!   time (the default).
+//! - [`Deferred`] evaluates nothing: the candidates stay pending in the run, and `ksearch
+//!   evaluate RUN_DIR` evaluates them later, on the machine it runs on (with [`Local`]).
+//!
+//! A cluster executor plugs in here: it ships the job to a node and blocks the driver's worker
+//! until the record comes back.
+
+use ksearch_devices::{DeviceLocks, DevicePool};
+use ksearch_eval::{evaluate, EvalError, EvalOptions, Evaluation};
+use ksearch_search::engine::Purpose;
+use ksearch_spec::{Solution, Task};
+use serde::{Deserialize, Serialize};
+
+/// One evaluation, self-contained.
+#[derive(Debug, Clone)]
+pub struct EvalJob {
+    pub request_id: String,
+    pub candidate_id: i64,
+    pub purpose: Purpose,
+    pub solution: Solution,
+    pub opts: EvalOptions,
+}
+
+/// The device an evaluation ran on: the pool's label (`cuda:1`, `cpu:0`) and the GPU's UUID.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Leased {
+    pub label: String,
+    pub uuid: Option<String>,
+}
+
+/// What an evaluation produced.
+#[derive(Debug)]
+pub struct EvalDone {
+    pub device: Leased,
+    pub result: Result<Evaluation, EvalError>,
+}
+
+/// Which executor a run uses; recorded in the run's metadata (`executor`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutorKind {
+    #[default]
+    Local,
+    Deferred,
+}
+
+impl std::str::FromStr for ExecutorKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "local" => Ok(ExecutorKind::Local),
+            "deferred" => Ok(ExecutorKind::Deferred),
+            other => Err(format!("unknown executor '{other}': expected `local` or `deferred`")),
+        }
+    }
+}
+
+impl std::fmt::Display for ExecutorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ExecutorKind::Local => "local",
+            ExecutorKind::Deferred => "deferred",
+        })
+    }
+}
+
+/// Runs evaluations.
+pub trait Executor: Sync {
+    /// Whether this executor evaluates now; `false`: jobs stay pending in the run.
+    fn evaluates(&self) -> bool;
+    /// Evaluates one job to its end (on one of the driver's worker threads).
+    fn evaluate(&self, task: &Task, job: EvalJob) -> EvalDone;
+}
+
+/// Evaluations on this machine's devices.
+pub struct Local {
+    pub pool: DevicePool,
+}
+
+impl Executor for Local {
+    fn evaluates(&self) -> bool {
+        true
+    }
+
+    /// Waits for a device (first come, first served within this process), locks it against
+    /// other processes (two ksearch processes timing on one GPU or CPU slot would spoil both;
+    /// the user is told once whom it waits for), points the evaluation at it, and frees it when
+    /// done, whatever happens.
+    fn evaluate(&self, task: &Task, job: EvalJob) -> EvalDone {
+        let notify = |m: &str| eprintln!("ksearch: {m}");
+        let lease = match self.pool.lease_locked(&DeviceLocks::from_env(), &notify) {
+            Ok(lease) => lease,
+            Err(e) => {
+                return EvalDone {
+                    device: Leased::default(),
+                    result: Err(EvalError::Setup(e.to_string())),
+                }
+            }
+        };
+        let mut opts = job.opts;
+        let (device, env) = placement(lease.device(), &job.solution.spec.language);
+        if device.is_some() {
+            opts.device = device;
+        }
+        opts.env = env;
+        let result = evaluate(task, &job.solution, &opts, &notify);
+        EvalDone {
+            device: Leased {
+                label: lease.label(),
+                uuid: lease.device().uuid.clone(),
+            },
+            result,
+        }
+    }
+}
+
+/// Evaluations left for later (`ksearch evaluate`).
+pub struct Deferred;
+
+impl Executor for Deferred {
+    fn evaluates(&self) -> bool {
+        false
+    }
+
+    fn evaluate(&self, _task: &Task, _job: EvalJob) -> EvalDone {
+        EvalDone {
+            device: Leased::default(),
+            result: Err(EvalError::Setup(
+                "internal: the deferred executor evaluates nothing; `ksearch evaluate` does".into(),
+            )),
+        }
+    }
+}
+
+/// The GPU an evaluation on `device` runs on, for a solution in `language`, as this process
+/// numbers it (`cuda:K`); [`placement`] narrows the child to it with `CUDA_VISIBLE_DEVICES` and
+/// then names it `cuda:0`. `None` keeps the backend's default: a CPU slot, or a candidate whose
+/// backend cannot run on a GPU (a C kernel in a GPU task).
+pub fn device_option(device: &ksearch_devices::Device, language: &str) -> Option<String> {
+    let cuda = device.cuda_device()?;
+    ksearch_eval::backend_for(language, Some(&cuda)).is_ok().then_some(cuda)
+}
+
+/// Where an evaluation on `device` runs, for a solution in `language`: the device to name
+/// (`None`: the backend's default) and the child's extra environment. On a GPU the child sees
+/// that GPU alone (`CUDA_VISIBLE_DEVICES=<uuid>`, whatever the numbering) and names it
+/// `cuda:0`; MLX names no CUDA device (`mlx:gpu` is CUDA device 0 on Linux), so narrowing is
+/// all it needs for the leased GPU to be the one it runs on.
+pub fn placement(device: &ksearch_devices::Device, language: &str) -> (Option<String>, Vec<(String, String)>) {
+    let env = device.env();
+    match device_option(device, language) {
+        Some(cuda) if env.is_empty() => (Some(cuda), env),
+        Some(_) => (Some("cuda:0".to_string()), env),
+        None if language == "mlx" && device.cuda_device().is_some() => (None, env),
+        None => (None, Vec::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{device_option, placement};
+
+    #[test]
+    fn an_evaluation_is_told_its_gpu_as_this_process_numbers_it() {
+        let text = "0, NVIDIA H200, GPU-aaaa, 143771 MiB\n1, NVIDIA H200, GPU-bbbb, 143771 MiB\n";
+        let all = ksearch_devices::parse_nvidia_smi(text).unwrap();
+        // nvidia-smi's GPU 1 is this process's cuda:0 under CUDA_VISIBLE_DEVICES=1.
+        let seen = ksearch_devices::apply_cuda_visible_devices(all.clone(), Some("1"));
+        assert_eq!(device_option(&all[1], "python").as_deref(), Some("cuda:1"));
+        assert_eq!(device_option(&seen[0], "python").as_deref(), Some("cuda:0"));
+        assert_eq!(device_option(&all[1], "cuda").as_deref(), Some("cuda:1"));
+        // A C kernel keeps its backend's default (the CPU), as does a CPU slot.
+        assert_eq!(device_option(&all[1], "c"), None);
+        assert_eq!(device_option(&ksearch_devices::cpu_slots(1)[0], "python"), None);
+    }
+
+    #[test]
+    fn an_evaluation_on_a_leased_gpu_sees_that_gpu_alone_mlx_too() {
+        let text = "0, NVIDIA H200, GPU-aaaa, 143771 MiB\n1, NVIDIA H200, GPU-bbbb, 143771 MiB\n";
+        let all = ksearch_devices::parse_nvidia_smi(text).unwrap();
+        let visible = vec![("CUDA_VISIBLE_DEVICES".to_string(), "GPU-bbbb".to_string())];
+        assert_eq!(placement(&all[1], "cuda"), (Some("cuda:0".into()), visible.clone()));
+        // MLX's `mlx:gpu` is CUDA device 0: narrowed to the leased GPU, that is the one it uses.
+        assert_eq!(placement(&all[1], "mlx"), (None, visible));
+        // A C kernel in a GPU task, and anything on a CPU slot, keep the default and environment.
+        assert_eq!(placement(&all[1], "c"), (None, vec![]));
+        assert_eq!(placement(&ksearch_devices::cpu_slots(1)[0], "mlx"), (None, vec![]));
+    }
+}

@@ -1,0 +1,66 @@
+//! Opening a run directory again: its store, its task (the snapshot, checked against its
+//! hash; runs made before snapshots load the task they name), its brain and settings, and for
+//! a writer the run's lock.
+
+use crate::brains::BrainSpec;
+use crate::executor::ExecutorKind;
+use crate::lock::RunLock;
+use crate::snapshot::SnapshotMeta;
+use anyhow::Context;
+use ksearch_spec::Task;
+use ksearch_store::RunStore;
+use std::path::{Path, PathBuf};
+
+/// A run directory opened to be driven (or read).
+pub struct OpenRun {
+    pub dir: PathBuf,
+    pub store: RunStore,
+    pub task: Task,
+    pub brain: BrainSpec,
+    pub executor: ExecutorKind,
+    /// Held while this process changes the run; `None` for a reader.
+    pub lock: Option<RunLock>,
+}
+
+/// Opens the run in `dir` for writing: takes its lock first (refused if another process holds
+/// it), saying `what` this process does.
+pub fn open_for(dir: &Path, what: &str) -> anyhow::Result<OpenRun> {
+    if !dir.join(ksearch_store::DB_FILE).is_file() {
+        // The store's own error names what is missing; no lock file is left in a stranger's folder.
+        RunStore::open(dir)?;
+    }
+    let lock = RunLock::acquire(dir, what)?;
+    let mut run = open_read(dir)?;
+    run.lock = Some(lock);
+    Ok(run)
+}
+
+/// Opens the run in `dir` to read it (no lock).
+pub fn open_read(dir: &Path) -> anyhow::Result<OpenRun> {
+    let store = RunStore::open(dir)?;
+    let task = run_task(dir, &store)?;
+    let brain: BrainSpec = serde_json::from_value(store.meta("brain")?.context("the run has no recorded brain")?)
+        .context("the run's recorded brain is unreadable")?;
+    let executor = match store.meta("executor")? {
+        Some(v) => serde_json::from_value(v).context("the run's recorded executor is unreadable")?,
+        None => ExecutorKind::Local,
+    };
+    Ok(OpenRun {
+        dir: dir.to_path_buf(),
+        store,
+        task,
+        brain,
+        executor,
+        lock: None,
+    })
+}
+
+/// The run's task: its snapshot where it has one, else the task its metadata names.
+pub fn run_task(dir: &Path, store: &RunStore) -> anyhow::Result<Task> {
+    if let Some(meta) = store.meta("task_snapshot")? {
+        let meta: SnapshotMeta = serde_json::from_value(meta).context("the run's task_snapshot is unreadable")?;
+        return crate::snapshot::load(dir, &meta);
+    }
+    let task_arg: String = serde_json::from_value(store.meta("task")?.context("the run has no recorded task")?)?;
+    Task::load(&task_arg).with_context(|| format!("the run's task '{task_arg}'"))
+}
