@@ -261,3 +261,137 @@ def _index(idx):
 
 def _fmt(v):
     return str(v) if isinstance(v, int) else f"{v:.6g}"
+
+
+# ---- the same rules over torch tensors, where the outputs already are (GPU backends) ---------
+#
+# Each is the NumPy function above computed by torch on the tensors' device, element for
+# element in the same precision (float64 for `compare`, the output's own precision for the fast
+# test), with one transfer of a handful of scalars per call: the outputs never travel to the
+# host. Only the order of the squared-error sums (rel_norm) may differ from NumPy's, by rounding.
+
+# Elements per pass of `compare_tensors`: bounds its float64 temporaries (8 bytes each).
+TENSOR_CHUNK = 1 << 26
+
+
+def compare_tensors(torch, out, ref, atol, rtol):
+    """`compare(out, ref, atol, rtol)` for tensors on one device."""
+    check = Check()
+    o_all, r_all = _flat_pair(torch, out, ref)
+    n = o_all.numel()
+    check.elements = n
+    if n == 0:
+        return check
+    bool_out = out.dtype == torch.bool
+    int_max = None if out.dtype.is_floating_point or bool_out else \
+        float(torch.iinfo(out.dtype).max)
+    first = None
+    for start in range(0, n, TENSOR_CHUNK):
+        o = o_all[start:start + TENSOR_CHUNK].to(torch.float64)
+        r = r_all[start:start + TENSOR_CHUNK].to(torch.float64)
+        diff = (o - r).abs()
+        abs_r = r.abs()
+        bound = abs_r * rtol
+        bound += atol
+        both = torch.isfinite(o) & torch.isfinite(r)
+        # As compare(): False wherever either side is NaN or inf, unless both are NaN or both the
+        # same infinity (when every pair is finite this is just diff <= bound).
+        ok = (diff <= bound) & both
+        ok |= torch.isnan(o) & torch.isnan(r)
+        ok |= torch.isinf(o) & (o == r)
+        zero = torch.zeros((), dtype=torch.float64, device=o.device)
+        d = torch.where(both, diff, zero)
+        a = torch.where(both, abs_r, zero)
+        rel = torch.where(both & (a != 0), d / torch.where(a != 0, a, 1.0), -1.0)
+        bad = ~ok
+        if out.dtype.is_floating_point:
+            still = torch.isnan(o) & ~torch.isnan(r)
+        elif bool_out:
+            still = o == dtypes.POISON_BOOL_BYTE
+        else:
+            still = o == int_max
+        at = torch.argmin(ok.to(torch.uint8))  # the first mismatch (argmin takes the first)
+        stats = torch.stack([
+            bad.sum().to(torch.float64), both.sum().to(torch.float64), d.max(), rel.max(),
+            torch.dot(d, d), torch.dot(a, a), at.to(torch.float64), o[at], r[at],
+            (still & bad).sum().to(torch.float64)]).tolist()
+        mismatched, pairs, max_abs, max_rel, sq_d, sq_r, at, got, expected, unwritten = stats
+        mismatched, pairs, unwritten = int(mismatched), int(pairs), int(unwritten)
+        check.mismatched += mismatched
+        check.unwritten += unwritten
+        if pairs:
+            check.pairs += pairs
+            check.max_abs = _nanmax_value(check.max_abs, max_abs)
+            if max_rel >= 0:
+                check.max_rel = _nanmax_value(check.max_rel, max_rel)
+            check.sq_diff += sq_d
+            check.sq_ref += sq_r
+        if mismatched and first is None:
+            first = (start + int(at), got, expected)
+    if first is not None:
+        flat, got, expected = first
+        check.first = tuple(int(i) for i in np.unravel_index(flat, tuple(out.shape)))
+        integral = not out.dtype.is_floating_point
+        check.got = int(got) if integral and math.isfinite(got) else got
+        check.expected = int(expected) if integral and math.isfinite(expected) else expected
+    return check
+
+
+def _flat_pair(torch, out, ref):
+    """Flat views of the candidate's output (a bool output as its bytes) and the reference's
+    (a bool reference as 0/1)."""
+    o = out.detach().reshape(-1)
+    if out.dtype == torch.bool:
+        o = o.view(torch.uint8)
+    r = ref.detach().reshape(-1)
+    if out.dtype == torch.bool:
+        r = (r != 0).to(torch.uint8)
+    return o, r
+
+
+def _nanmax_value(a, b):
+    return b if math.isnan(a) else (a if math.isnan(b) else max(a, b))
+
+
+class TensorFastCheck:
+    """FastCheck (above) for tensors on one device: float outputs in float32 (float64 for
+    float64 outputs) against the same shrunk bound; integers and bools with no tolerance
+    exactly. One scalar crosses to the host per call."""
+
+    def __init__(self, torch, dtype_name, atol, rtol):
+        self.torch = torch
+        integral = dtype_name == "bool" or dtype_name.startswith(("int", "uint"))
+        self.exact = integral and atol == 0 and rtol == 0
+        self.float = dtype_name in ("float64", "float32", "float16", "bfloat16")
+        if self.float:
+            wide = dtype_name == "float64"
+            self.work = torch.float64 if wide else torch.float32
+            npwork = np.dtype(np.float64 if wide else np.float32)
+            self.atol = float(_round_down(atol * FastCheck._MARGIN, npwork))
+            self.rtol = float(_round_down(rtol * FastCheck._MARGIN, npwork))
+
+    def passes(self, out, ref):
+        torch = self.torch
+        if self.exact:
+            if out.dtype == torch.bool:
+                return bool(torch.equal(out.view(torch.uint8), (ref != 0).to(torch.uint8)))
+            return bool((out == ref).all().item())
+        if not self.float or not (ref.dtype.is_floating_point or ref.dtype in (
+                torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)):
+            return False
+        o = out.to(self.work)
+        r = ref.to(self.work)
+        d = (o - r).abs_()
+        b = r.abs().mul_(self.rtol).add_(self.atol)  # r may be `ref` itself: not in place
+        return bool((d <= b).all().item())  # False wherever either side is NaN
+
+
+def largest_finite_magnitude_tensor(torch, ref):
+    """largest_finite_magnitude (above) for a tensor."""
+    if ref.dtype == torch.bool:
+        return 1.0 if bool(ref.any().item()) else 0.0
+    if ref.numel() == 0:
+        return 0.0
+    r = ref.detach().reshape(-1).to(torch.float64).abs()
+    r = torch.where(torch.isfinite(r), r, torch.zeros((), dtype=torch.float64, device=r.device))
+    return float(r.max().item())

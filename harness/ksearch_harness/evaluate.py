@@ -13,7 +13,13 @@ Once the candidate is loaded it shares this process, so an exception that follow
 reference raising, MemoryError anywhere) fails the workload as the candidate's runtime_error.
 
 Where arrays live is the backend's memory (memory.py for the host, gpu.py for a CUDA device):
-inputs are drawn and outputs compared on the host either way.
+on the host, inputs are drawn and outputs compared with NumPy; on a CUDA device both happen on
+the device (gpu_inputs.py, compare.py's tensor functions), by the same rules.
+
+Backend cuda's build (nvcc in child processes, no candidate code) starts before torch is
+imported when the device's arch can be read from NVML (or is given), and runs while torch loads,
+the CUDA context is created and the reference is vetted; stage `compile` then only waits for
+what is left of it (`EarlyBuild`).
 """
 
 import ctypes
@@ -22,14 +28,15 @@ import os
 import resource
 import sys
 import tempfile
+import threading
 import traceback
 
 from . import backends, dtypes
-from .compare import Tally, compare, largest_finite_magnitude
+from .compare import Tally
 from .definition import Spec
 from .errors import CandidateError, ReferenceRaised, TaskError
 from .inputs import InputMaker
-from .memory import scrub as _scrub
+from .memory import ops_of
 from .reference import Reference
 from .session import TimingSession, tally as _tally, where as _where
 
@@ -58,7 +65,10 @@ class _Context:
         _check_sizes(self, backend)
         self.reference = Reference((request.get("definition") or {}).get("reference"), spec)
         self.mem = backend.memory(spec, self.reference)
+        self.ops = ops_of(self.mem)
         self.maker = InputMaker(spec, correctness, request.get("seed", 0), request.get("task_dir"))
+        if getattr(self.mem, "device_native", False):
+            self.maker.on_device(self.mem.torch, self.mem.device, self.mem.upload)
         table = correctness.get("tolerance") or {}
         self.tolerances = {t.name: (*dtypes.tolerance(t.dtype_name, table), t.dtype)
                            for t in spec.outputs}
@@ -88,6 +98,21 @@ class _Keeper:
 def evaluate(request, channel, environment):
     _settle_malloc()
     backend = backends.get((request.get("device") or {}).get("backend", "c"))
+    with tempfile.TemporaryDirectory(prefix="ksearch-") as workdir:
+        early = EarlyBuild.start(backend, request, workdir)
+        try:
+            _evaluate(request, channel, environment, backend, workdir, early)
+        finally:
+            if early is not None:
+                early.wait()  # never leave a compiler writing into a folder being removed
+
+
+def _evaluate(request, channel, environment, backend, workdir, early):
+    device_name = (request.get("device") or {}).get("name")
+    if backend.name in ("cuda", "python", "triton") and \
+            (device_name or "cuda").startswith("cuda"):
+        from . import gpu
+        gpu.warm_context(device_name)  # the context is made while torch is imported
     # GPU backends import torch and claim the device here (a SetupError when they cannot).
     backend.open(request)
     environment["device"] = backend.describe()
@@ -99,29 +124,86 @@ def evaluate(request, channel, environment):
     if ctx.workloads:
         channel.progress("reference", 0)
         _vet(ctx)
-    with tempfile.TemporaryDirectory(prefix="ksearch-") as workdir:
-        channel.progress("compile")
-        result = backend.build(request.get("candidate"), workdir, request.get("limits") or {})
-        environment["compiler"] = backend.compiler
-        channel.emit("compile", **result)
-        if not result["ok"] or not ctx.workloads:
-            return
-        # Loading runs the candidate's code (constructors): a crash from here on is its own.
-        channel.progress("load", 0)
+    channel.progress("compile")
+    limits = request.get("limits") or {}
+    result = early.result(backend) if early is not None else None
+    if result is None:
+        result = backend.build(request.get("candidate"), workdir, limits)
+    environment["compiler"] = backend.compiler
+    channel.emit("compile", **result)
+    if not result["ok"] or not ctx.workloads:
+        return
+    # Loading runs the candidate's code (constructors): a crash from here on is its own.
+    channel.progress("load", 0)
+    try:
+        backend.load(spec)
+    except CandidateError:
+        pass  # every workload reports it
+    for index, workload in enumerate(ctx.workloads):
+        if ctx.mem.broken:
+            # A sticky device error (illegal address, trap) leaves nothing usable.
+            record = {"index": index, "uuid": workload.get("uuid"),
+                      "status": "runtime_error", "reason": f"not run: {ctx.mem.broken}"}
+        else:
+            record = _workload(ctx, backend, channel, index, workload)
+        channel.emit("workload", **record)
+        if request.get("fail_fast") and record["status"] != "passed":
+            break
+
+
+class EarlyBuild:
+    """Backend cuda's build started on a thread before the device is opened (nvcc runs in child
+    processes and no candidate code runs in ours, so nothing of the order changes for the
+    candidate: the reference is still vetted before the candidate is loaded). The arch is the
+    request's `candidate.build.arch`, else what NVML says every GPU of the machine is; when
+    that turns out not to be the opened device's, `result` says to build again."""
+
+    def __init__(self, backend, candidate, workdir, limits, arch, given):
+        self.arch, self.given = arch, given
+        self._result = self._error = None
+        self._thread = threading.Thread(target=self._run, name="ksearch-early-build",
+                                        args=(backend, candidate, workdir, limits, arch),
+                                        daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def start(cls, backend, request, workdir):
+        """An EarlyBuild for backend cuda when the arch is known without the device, else None
+        (`KSEARCH_EARLY_BUILD=off` in the environment: never)."""
+        if backend.name != "cuda" or os.environ.get("KSEARCH_EARLY_BUILD") == "off":
+            return None
+        candidate = request.get("candidate")
+        if not isinstance(candidate, dict):
+            return None
+        given = (candidate.get("build") or {}).get("arch")
+        if isinstance(given, str) and given:
+            arch = given
+        else:
+            from . import gpu
+            arch = gpu.early_arch((request.get("device") or {}).get("name"))
+        if not arch:
+            return None
+        return cls(backend, candidate, workdir, request.get("limits") or {}, arch,
+                   bool(isinstance(given, str) and given))
+
+    def _run(self, backend, candidate, workdir, limits, arch):
         try:
-            backend.load(spec)
-        except CandidateError:
-            pass  # every workload reports it
-        for index, workload in enumerate(ctx.workloads):
-            if ctx.mem.broken:
-                # A sticky device error (illegal address, trap) leaves nothing usable.
-                record = {"index": index, "uuid": workload.get("uuid"),
-                          "status": "runtime_error", "reason": f"not run: {ctx.mem.broken}"}
-            else:
-                record = _workload(ctx, backend, channel, index, workload)
-            channel.emit("workload", **record)
-            if request.get("fail_fast") and record["status"] != "passed":
-                break
+            self._result = backend.build(candidate, workdir, limits, arch=arch)
+        except BaseException as e:  # noqa: BLE001 - re-raised where the build's result is read
+            self._error = e
+
+    def wait(self):
+        self._thread.join()
+
+    def result(self, backend):
+        """The `compile` event's fields, or None when the arch was not the opened device's (then
+        build again); raises what the build raised."""
+        self.wait()
+        if self._error is not None:
+            raise self._error
+        if not self.given and self.arch != backend.arch():
+            return None
+        return self._result
 
 
 def build(request, channel, environment):
@@ -155,7 +237,7 @@ def check_task(request, channel, environment):
             channel.progress("reference", index, trial)
             inputs = ctx.maker.draw(index, workload, trial, axes)
             refs = _run_reference(ctx, inputs, shapes, _where(index, workload, trial))
-            _scrub(refs)
+            ctx.ops.scrub(refs)
 
 
 # glibc mallopt parameters and the values the harness fixes (docs/protocol.md, Details fixed).
@@ -194,7 +276,7 @@ def _vet(ctx):
     inputs = ctx.maker.draw(0, workload, 0, axes, stream=VET_STREAM)
     where = f"{_where(0, workload, None)}, checked before the candidate is loaded"
     refs = _run_reference(ctx, inputs, ctx.output_shapes(axes), where)
-    _scrub(refs)
+    ctx.ops.scrub(refs)
 
 
 def _workload(ctx, backend, channel, index, workload):
@@ -245,7 +327,7 @@ def _check_and_time(ctx, backend, channel, index, workload, record, phase):
         refs = _run_reference(ctx, pristine, shapes, _where(index, workload, trial))
         tally.trials = trial + 1
         _tally(ctx, tally, trial, taken, refs)
-        _scrub(refs)
+        ctx.ops.scrub(refs)
         del refs
         if changed:
             return {**record, "status": "incorrect_numerical", "reason": changed,
@@ -274,16 +356,16 @@ def _run_reference(ctx, inputs, shapes, where, guard=True):
     clone = ctx.mem.reference_inputs(inputs)
     raw = ctx.reference.call(ctx.reference.arguments(clone), where)
     try:
-        refs = ctx.reference.outputs(raw, shapes, where)
+        refs = ctx.ops.reference_outputs(ctx.reference, raw, shapes, where)
     finally:
         ctx.mem.release_reference(raw)
     del raw, clone
     if guard:
         for t, ref in zip(ctx.spec.outputs, refs):
             atol = ctx.tolerances[t.name][0]
-            largest = largest_finite_magnitude(ref)
+            largest = ctx.ops.largest(ref)
             if not largest > atol:
-                _scrub(refs)
+                ctx.ops.scrub(refs)
                 raise TaskError("reference", (
                     f"the reference's output '{t.name}' has no finite value above "
                     f"atol={atol:g} (largest |ref| = {largest:g}) on {where}, so it cannot tell "

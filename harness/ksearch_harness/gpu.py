@@ -1,10 +1,13 @@
 """A CUDA device through PyTorch: claiming it, the candidate's tensors on it, and its errors.
 
-Inputs are drawn with NumPy on the host exactly as for the CPU (inputs.py), then copied to the
-device outside every timed interval; outputs are poisoned on the device and copied back to the
-host for the comparison (compare.py), so the correctness rules are the CPU's, word for word.
-bfloat16 is drawn as float32 and rounded on the device; it comes back as its 16-bit patterns,
-widened to float32 exactly (dtypes.py).
+On a CUDA device everything stays on the device: inputs are drawn there with a seeded torch
+generator (gpu_inputs.py), the candidate's copies and the reference's clones are device copies,
+outputs are poisoned there, and the comparison (compare.py's tensor functions: the CPU's rules,
+element for element) runs there, so only a handful of scalars per check cross to the host.
+bfloat16 is compared exactly as its widened values. A NumPy reference still gets host arrays
+(copied from the device draws) and its results are copied to the device for the comparison. On
+a CPU device (the python backend with a CPU-only torch) the host path is the CPU's: NumPy draws
+and comparisons.
 
 Device errors: an illegal address or a trap in a kernel is reported by CUDA at the next
 synchronise, and it is sticky: the CUDA context can do nothing afterwards. Such an error fails
@@ -12,13 +15,15 @@ the workload it happened in as a runtime_error, and marks the memory `broken`, s
 workloads are reported as not run instead of failing one by one with confusing messages.
 """
 
+import ctypes
 import os
 import sys
+import threading
 
 import numpy as np
 
-from . import dtypes, gpu_info
-from .errors import CandidateError, SetupError
+from . import compare, dtypes, gpu_gate, gpu_info
+from .errors import CandidateError, SetupError, TaskError
 from .memory import changed_text, clone
 
 _TORCH_DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8",
@@ -74,6 +79,82 @@ def arch_of(major, minor):
     """nvcc's -arch for a compute capability: sm_90a on Hopper, sm_100a on the B200 (their
     newest instructions exist only in the arch-specific target), sm_XY elsewhere."""
     return f"sm_{major}{minor}" + ("a" if (major, minor) in ARCH_SPECIFIC else "")
+
+
+def device_index(name):
+    """The CUDA ordinal of a device name ("cuda" -> 0, "cuda:N" -> N), or None."""
+    kind, _, index = (name or "cuda:0").partition(":")
+    if kind != "cuda" or not (index == "" or index.isdigit()):
+        return None
+    return int(index or 0)
+
+
+def early_arch(name):
+    """nvcc's -arch for device `name`, read from NVML before torch is imported, so the build can
+    start while torch loads; None when it cannot be told that early. Only when every GPU NVML
+    sees has the same compute capability: then CUDA's numbering (CUDA_VISIBLE_DEVICES, device
+    order) cannot matter. The caller checks it against the device torch opens."""
+    if device_index(name) is None:
+        return None
+    try:
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+        init = getattr(lib, "nvmlInit_v2", None) or lib.nvmlInit
+        if init() != 0:
+            return None
+    except (OSError, AttributeError):
+        return None
+    try:
+        count = ctypes.c_uint()
+        get_count = getattr(lib, "nvmlDeviceGetCount_v2", None) or lib.nvmlDeviceGetCount
+        if get_count(ctypes.byref(count)) != 0 or count.value == 0:
+            return None
+        by_index = getattr(lib, "nvmlDeviceGetHandleByIndex_v2", None) or \
+            lib.nvmlDeviceGetHandleByIndex
+        caps = set()
+        for i in range(count.value):
+            handle, major, minor = ctypes.c_void_p(), ctypes.c_int(), ctypes.c_int()
+            if by_index(ctypes.c_uint(i), ctypes.byref(handle)) != 0 or \
+                    lib.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major),
+                                                           ctypes.byref(minor)) != 0:
+                return None
+            caps.add((major.value, minor.value))
+        return arch_of(*caps.pop()) if len(caps) == 1 else None
+    except (AttributeError, OSError):
+        return None
+    finally:
+        try:
+            lib.nvmlShutdown()
+        except AttributeError:
+            pass
+
+
+def warm_context(name):
+    """Create the device's primary CUDA context on a thread while torch is being imported.
+
+    Creating a context takes a few tenths of a second (the driver maps the device's address
+    space); torch's runtime later finds the primary context already made and uses it. ctypes
+    releases the GIL during the driver's calls, so the import goes on meanwhile. Failures are
+    silent: torch then creates the context itself, as before.
+    """
+    index = device_index(name)
+    if index is None:
+        return None
+
+    def work():
+        try:
+            lib = ctypes.CDLL("libcuda.so.1")
+            if lib.cuInit(0) != 0:
+                return
+            dev, context = ctypes.c_int(), ctypes.c_void_p()
+            if lib.cuDeviceGet(ctypes.byref(dev), ctypes.c_int(index)) != 0:
+                return
+            lib.cuDevicePrimaryCtxRetain(ctypes.byref(context), dev)
+        except (OSError, AttributeError):
+            pass
+
+    thread = threading.Thread(target=work, name="ksearch-cuda-context", daemon=True)
+    thread.start()
+    return thread
 
 
 def describe(torch, device):
@@ -138,6 +219,13 @@ class TorchMemory:
         # an error is no sign of a lost context until the capture has ended.
         self.capturing = False
         self._flush = None
+        # On a CUDA device, inputs are drawn, checked and compared on the device.
+        # KSEARCH_TORCH_NATIVE=1 does the same on a CPU device (torch's CPU tensors), so the
+        # device path's logic can be tested where there is no GPU.
+        self.device_native = self.is_cuda or os.environ.get("KSEARCH_TORCH_NATIVE") == "1"
+        self.ops = DeviceOps(self) if self.device_native else None
+        self._gate = self._gate_note = None
+        self._gate_made = False
 
     def dtype(self, tensor_spec):
         return torch_dtype(self.torch, tensor_spec.dtype_name)
@@ -152,7 +240,9 @@ class TorchMemory:
         return x
 
     def inputs(self, values):
-        return [self.upload(v, t) for v, t in zip(values, self.spec.inputs)]
+        """Fresh device copies: device tensors cloned, host arrays uploaded."""
+        return [v.clone() if isinstance(v, self.torch.Tensor) else self.upload(v, t)
+                for v, t in zip(values, self.spec.inputs)]
 
     def outputs(self, shapes, tensors):
         outs = [self.torch.empty(s, dtype=self.dtype(t), device=self.device)
@@ -202,6 +292,14 @@ class TorchMemory:
             return False
 
     def take(self, results, into=None):
+        """Copies of what the candidate produced: on the device (device_native), else host
+        arrays. `into`: the buffers of an earlier take, refilled."""
+        if self.device_native:
+            if into is None:
+                return [r.detach().clone() for r in results]
+            for r, t in zip(results, into):
+                t.copy_(r.detach())
+            return into
         hosts = [to_host(self.torch, r) for r in results]
         if into is None:
             return hosts
@@ -210,16 +308,23 @@ class TorchMemory:
         return into
 
     def changed_input(self, spec, pristine, mine):
-        """Bitwise comparison on the device with a fresh upload of the pristine contents."""
+        """Bitwise comparison on the device with the pristine contents (device tensors as they
+        are, host arrays uploaded afresh)."""
         torch = self.torch
         for t, before, after in spec.read_only(pristine, mine):
-            if not isinstance(before, np.ndarray) or before.size == 0:
+            if isinstance(before, torch.Tensor):
+                if before.numel() == 0:
+                    continue
+                fresh = _bytes(torch, before)
+                n = before.numel()
+            elif not isinstance(before, np.ndarray) or before.size == 0:
                 continue
-            fresh = _bytes(torch, self.upload(before, t))
+            else:
+                fresh = _bytes(torch, self.upload(before, t))
+                n = before.size
             now = _bytes(torch, after)
             if torch.equal(fresh, now):
                 continue
-            n = before.size
             changed = int((fresh.view(n, -1) != now.view(n, -1)).any(dim=1).sum().item())
             return changed_text(t.name, changed, n)
         return None
@@ -227,7 +332,18 @@ class TorchMemory:
     def reference_inputs(self, values):
         if self.reference_on_device:
             return self.inputs(values)
-        return [clone(v) for v in values]
+        torch = self.torch
+        return [to_host(torch, v) if isinstance(v, torch.Tensor) else clone(v) for v in values]
+
+    def gate(self):
+        """(gpu_gate.Gate, None) or (None, why not): made once, at the first timing."""
+        if not self._gate_made:
+            self._gate_made = True
+            if self.is_cuda:
+                self._gate, self._gate_note = gpu_gate.make(self.torch)
+            else:
+                self._gate_note = "not a CUDA device"
+        return self._gate, self._gate_note
 
     def release_reference(self, raw):
         """Poison the reference's device results once copied (host copies are scrubbed by the
@@ -255,7 +371,12 @@ class TorchMemory:
             if buffer is None:
                 values.append(expected)
                 continue
-            if isinstance(buffer, np.ndarray):
+            if isinstance(expected, self.torch.Tensor):
+                if isinstance(buffer, np.ndarray):  # a NumPy reference's host buffer
+                    np.copyto(buffer, to_host(self.torch, expected))
+                else:
+                    buffer.copy_(expected)
+            elif isinstance(buffer, np.ndarray):
                 np.copyto(buffer, expected)
             elif source.tensor.dtype_name == "bfloat16":
                 buffer.copy_(self.upload(expected, source.tensor))  # rounded as in upload
@@ -275,6 +396,58 @@ class TorchMemory:
 
     def flush_bytes(self):
         return None if self._flush is None else self._flush.numel()
+
+
+class DeviceOps:
+    """What evaluate.py and session.py do with reference results, on the device (memory.HostOps
+    is the host's): compare, the degenerate guard's magnitude, the fast test of timing calls,
+    scrubbing, and the reference's results as device tensors."""
+
+    def __init__(self, mem):
+        self.mem = mem
+        self.torch = mem.torch
+
+    def compare(self, out, ref, atol, rtol):
+        return compare.compare_tensors(self.torch, out, ref, atol, rtol)
+
+    def largest(self, ref):
+        return compare.largest_finite_magnitude_tensor(self.torch, ref)
+
+    def fast_check(self, shape, tensor, atol, rtol):
+        return compare.TensorFastCheck(self.torch, tensor.dtype_name, atol, rtol)
+
+    def scrub(self, refs):
+        for r in refs:
+            if isinstance(r, self.torch.Tensor) and r.numel():
+                try:
+                    poison_tensor(self.torch, r.detach())
+                except RuntimeError:
+                    pass  # an expanded view: nothing of its own to hide
+
+    def reference_outputs(self, reference, raw, shapes, where):
+        """The reference's results as tensors on the device, in definition output order."""
+        torch, mem = self.torch, self.mem
+        found = []
+        for name, value, shape in zip(*reference.named_values(raw, shapes, where)):
+            if isinstance(value, torch.Tensor):
+                t = value.detach()
+                if t.is_complex():
+                    raise TaskError("reference", f"the reference's output '{name}' has dtype "
+                                                 f"{t.dtype}, not a real number ({where})")
+                # A copy: release_reference poisons what the reference returned right away.
+                t = t.to(mem.device) if t.device != mem.device else t.clone()
+            else:
+                array = np.asarray(value)
+                if array.dtype.kind not in "fiub":
+                    raise TaskError("reference", f"the reference's output '{name}' has dtype "
+                                                 f"{array.dtype}, not a number ({where})")
+                t = torch.from_numpy(np.ascontiguousarray(array)).to(mem.device)
+            if tuple(t.shape) != tuple(shape):
+                raise TaskError("reference", f"the reference's output '{name}' has shape "
+                                             f"{list(t.shape)}, but the definition gives "
+                                             f"{list(shape)} ({where})")
+            found.append(t)
+        return found
 
 
 def poison_tensor(torch, t):

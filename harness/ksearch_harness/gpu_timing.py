@@ -1,31 +1,46 @@
-"""GPU timing: (candidate, reference) pairs as on the CPU (timing.py), measured with CUDA events.
+"""GPU timing: (candidate, reference) pairs as on the CPU (timing.py), measured with CUDA events
+around a call that the device runs only once the host has enqueued all of it.
 
-Per call, outside the timed interval: the call's fresh input contents are copied in, the L2
-cache is flushed (a buffer of twice its size read and written), and the device is synchronised.
-Then two clocks run around the single call:
-  - CUDA events recorded on the current (default) stream before and after it: the primary
-    clock, the device's own time for the work queued in between;
-  - the host clock (perf_counter_ns) from before the start event to after a device-wide
-    synchronise: includes launch overhead, and any work the candidate put on another stream or
-    thread, which the events on the default stream can miss. Rust compares the two.
+Per call, outside the timed interval: the call's fresh input contents are copied in (device to
+device), the outputs poisoned, the L2 cache flushed (a buffer of twice its size read and
+written), and the device synchronised. Then:
+  - host clock h0;
+  - the gate (gpu_gate.py) is enqueued closed on the current (default) stream, then the start
+    event, the call, the end event; the host opens the gate, and synchronises the whole device;
+  - host clock h1.
+The device reaches the start event only when the gate opens, with the call's work queued behind
+it, so the events measure the device time of the work the call enqueued, not the host's launch
+path (a ctypes or Python launch costs 5-30 us, which an idle device used to spend inside the
+interval). From each gated event time the median of 15 empty gated intervals (start and end
+event with nothing between, about 1.3 us on an H200) measured before the workload's calls is
+subtracted: the events' own cost, not the call's (`event_overhead_ns`).
 
-CUDA graphs (`timing.cuda_graph`: true, false or "auto"): the candidate's call and the
-reference's are each captured once into a graph, two warm-up pairs before the timed ones (one
-with a single warm-up pair), and from then on every call replays its graph. Inputs and outputs
-stay in the same buffers, so each replay still gets its own fresh contents and its outputs are
-still checked. With "auto" the graphs are kept only when the last warm-up replay of the
-candidate took under GRAPH_BELOW_NS: kernels so short that launch overhead would dominate their
-event time (a Python launch alone costs tens of microseconds, which is why the decision rests on
-a replay and not on plain calls; and not on the first replay, which also uploads the graph to
-the device, about 30 us on an H200). Only candidates that launch on torch's
-current stream can be captured (backends python and triton); the cuda backend's kernels launch
-on the legacy default stream, which CUDA refuses to capture. A capture that fails (a
-synchronising call inside, a NumPy reference) falls back to plain event timing, with a note.
+The host clock (h1 - h0) still starts before anything of the call is enqueued and ends after a
+device-wide synchronise, so work the candidate puts on another stream or thread is inside it,
+as before; Rust compares the two clocks.
+
+A call that cannot be enqueued behind a closed gate (it synchronises, frees memory or fills the
+launch queue) makes the gate open itself after gpu_gate.LIMIT_NS; that call is timed as without
+a gate, and so are that callee's later calls in the workload (`gate` says so). Where no gate can
+be made, every call is timed without one.
+
+CUDA graphs (`timing.cuda_graph`: true, false or "auto"): with true, the candidate's call and
+the reference's are each captured once into a graph two warm-up pairs before the timed ones
+(one with a single warm-up pair), and from then on every call replays its graph; inputs and
+outputs stay in the same buffers, so each replay still gets its own fresh contents and its
+outputs are still checked. "auto" captures only where there is no gate, and keeps the graphs
+when the last warm-up replay of the candidate took under GRAPH_BELOW_NS (without a gate a
+Python launch costs tens of microseconds of event time; with it, none). Only candidates that
+launch on torch's current stream can be captured (backends python and triton); the cuda
+backend's kernels launch on the legacy default stream, which CUDA refuses to capture. A
+capture that fails (a synchronising call inside, a NumPy reference) falls back to plain calls,
+with a note.
 """
 
+import statistics
 from time import perf_counter_ns
 
-from . import timing
+from . import gpu_gate, timing
 from .errors import CandidateError
 from .gpu import first_line
 
@@ -36,6 +51,8 @@ GRAPH_BELOW_NS = 30_000
 # "auto" does not even try a capture when a plain warm-up call took this long: launch overhead
 # is a small share of such a call, and a capture is one more way for an odd candidate to fail.
 GRAPH_TRY_BELOW_NS = 100_000
+# Empty gated intervals measured per workload; their median is the events' own cost.
+OVERHEAD_SAMPLES = 15
 
 
 def time_pairs(session, settings):
@@ -45,25 +62,51 @@ def time_pairs(session, settings):
     torch = mem.torch
     warmup, iterations, min_iterations, budget_ns = timing.loop_settings(settings)
     mode = settings.get("cuda_graph", "auto")
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    gate, gate_note = mem.gate()
     clock = perf_counter_ns
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    stream = torch.cuda.current_stream().cuda_stream
+    overhead = event_overhead(mem, gate, start, end, stream) if gate is not None else 0.0
+    gated = {"candidate": gate is not None, "reference": gate is not None}
+    gate_state = {who: ("gated" if gate is not None else f"unavailable: {gate_note}")
+                  for who in gated}
     cand_ns, ref_ns, cand_host, ref_host, plain_warm = [], [], [], [], []
     graphs, note = None, None
     began = clock()
 
-    def timed(call, during):
+    def timed(who, call, during, k):
         mem.flush_l2()
         mem.synchronize(f"before {during}")
+        use = gated[who]
         h0 = clock()
+        if use:
+            gate.close()
+            gate.enqueue(stream)
         start.record()
-        returned = call()
-        end.record()
+        try:
+            returned = call()
+            end.record()
+        finally:
+            if use:
+                gate.open()
         mem.synchronize(during)
         h1 = clock()
-        return returned, start.elapsed_time(end) * 1e6, h1 - h0
+        event = start.elapsed_time(end) * 1e6
+        if use:
+            if gate.opened_by() == gpu_gate.OPENED:
+                event = max(event - overhead, 1.0)
+            else:  # it opened itself: this call, and the callee's later ones, without a gate
+                gated[who] = False
+                gate_state[who] = (f"expired at call {k}: the call could not be enqueued behind "
+                                   f"a closed gate within {gpu_gate.LIMIT_NS / 1e6:g} ms (it "
+                                   f"waits for the device, or fills the launch queue); timed "
+                                   f"without the gate from then on")
+        return returned, event, h1 - h0
 
-    if mode in (False, "false", "off"):
+    if mode in (False, "false", "off") or (mode == "auto" and gate is not None):
         capture_at = None
+        if mode == "auto":
+            note = "not used: the gate keeps launch overhead out of the events"
     elif warmup >= 1:
         capture_at = max(warmup - 2, 0)  # warm-up pairs: the last one's replay decides "auto"
     else:
@@ -77,13 +120,14 @@ def time_pairs(session, settings):
         call = session.candidate(k)
         if graphs is not None:
             call = graphs.candidate
-        returned, event, host = timed(call, f"the candidate's call {k}")
+        returned, event, host = timed("candidate", call, f"the candidate's call {k}", k)
         session.candidate_done(k, graphs.candidate_out if graphs is not None else returned)
         del returned
         reference = session.reference(k)
         if graphs is not None:
             reference = graphs.reference
-        result, ref_event, ref_hosted = timed(reference, f"the reference's call {k}")
+        result, ref_event, ref_hosted = timed("reference", reference,
+                                              f"the reference's call {k}", k)
         session.reference_done(k, graphs.reference_out if graphs is not None else result)
         del result
         if k < warmup:
@@ -104,7 +148,25 @@ def time_pairs(session, settings):
     return {"clock": "cuda_event", "candidate_ns": cand_ns, "reference_ns": ref_ns,
             "host_clock": "perf_counter_ns", "candidate_host_ns": cand_host,
             "reference_host_ns": ref_host, "cuda_graph": graphs is not None,
-            "cuda_graph_note": note, "l2_flush_bytes": mem.flush_bytes()}
+            "cuda_graph_note": note, "l2_flush_bytes": mem.flush_bytes(),
+            "gate": gate_state, "event_overhead_ns": overhead}
+
+
+def event_overhead(mem, gate, start, end, stream):
+    """Median device time between a start and an end event recorded back to back behind an
+    opened gate: what the events themselves cost, subtracted from every gated sample."""
+    samples = []
+    for _ in range(OVERHEAD_SAMPLES):
+        mem.synchronize("before the timing's calibration")
+        gate.close()
+        gate.enqueue(stream)
+        start.record()
+        end.record()
+        gate.open()
+        mem.synchronize("during the timing's calibration")
+        if gate.opened_by() == gpu_gate.OPENED:
+            samples.append(start.elapsed_time(end) * 1e6)
+    return statistics.median(samples) if samples else 0.0
 
 
 class _Graphs:

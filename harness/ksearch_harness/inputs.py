@@ -52,6 +52,14 @@ class InputMaker:
                 raise TaskError(field, f"input_overrides names '{name}', which is not an input")
             self.overrides[name] = _distribution(o, field)
         self._loaded = {}
+        self._device = None
+
+    def on_device(self, torch, device, upload):
+        """Draw array inputs on a torch device from now on (gpu_inputs.py): draw() returns
+        device tensors for them and feed() keeps its pools there. `upload(array, tensor)`
+        copies a host array (a safetensors input) to the device."""
+        from .gpu_inputs import DeviceInputs
+        self._device = DeviceInputs(self, torch, device, upload)
 
     def draw(self, index, workload, trial, axes, stream=None):
         """Inputs in definition order: arrays as ndarrays, scalars as NumPy scalars.
@@ -59,6 +67,8 @@ class InputMaker:
         `stream` (an int) selects a separate sequence, SeedSequence([seed, i, t, stream]), with
         trial t's distribution: used to vet the reference on inputs no candidate ever gets.
         """
+        if self._device is not None:
+            return self._device.draw(index, workload, trial, axes, stream)
         rng = self._rng(index, trial, stream)
         values = []
         for t, kind, desc, shape, field, override in self._described(index, workload, axes):
@@ -77,6 +87,8 @@ class InputMaker:
         innermost extent where that extent allows). Random scalars get `calls` fresh values.
         Scalar and safetensors inputs are the same in every call.
         """
+        if self._device is not None:
+            return self._device.feed(index, workload, trial, axes, calls)
         rng = self._rng(index, trial, None)
         sources = []
         for t, kind, desc, shape, field, override in self._described(index, workload, axes):

@@ -16,6 +16,11 @@ inputs and compares outputs on the host in both cases; only these steps differ:
                               the reference's)
   fill(feed, k, buffers)      call k's contents copied into buffers; the values to pass
   synchronize()               wait for the device (nothing on the host)
+
+What is done with the reference's results (compare, the degenerate guard's magnitude, the fast
+test of timing calls, scrubbing) is the memory's `ops`: HostOps here, over NumPy arrays;
+gpu.DeviceOps on a CUDA device, over device tensors. A memory without `ops` (the mlx
+backend's) gets HostOps (`ops_of`).
 """
 
 import ctypes
@@ -23,6 +28,38 @@ import ctypes
 import numpy as np
 
 from . import dtypes
+from .compare import FastCheck, compare, largest_finite_magnitude
+
+
+class HostOps:
+    """The reference's results as host NumPy arrays, compared by compare.py."""
+
+    @staticmethod
+    def compare(out, ref, atol, rtol):
+        return compare(out, ref, atol, rtol)
+
+    @staticmethod
+    def largest(ref):
+        return largest_finite_magnitude(ref)
+
+    @staticmethod
+    def fast_check(shape, tensor, atol, rtol):
+        return FastCheck(shape, tensor.dtype, atol, rtol)
+
+    @staticmethod
+    def scrub(refs):
+        scrub(refs)
+
+    @staticmethod
+    def reference_outputs(reference, raw, shapes, where):
+        return reference.outputs(raw, shapes, where)
+
+
+HOST_OPS = HostOps()
+
+
+def ops_of(mem):
+    return getattr(mem, "ops", None) or HOST_OPS
 
 
 class HostMemory:

@@ -72,6 +72,23 @@ class Reference:
 
     def outputs(self, raw, shapes, where):
         """The reference's return value as NumPy arrays in definition output order."""
+        arrays = []
+        for name, value, shape in zip(*self.named_values(raw, shapes, where)):
+            array = self._to_numpy(value)
+            if array.dtype.kind not in "fiub":
+                raise TaskError("reference", f"the reference's output '{name}' has "
+                                                        f"dtype {array.dtype}, not a number ({where})")
+            if array.shape != shape:
+                raise TaskError("reference", f"the reference's output '{name}' has "
+                                                        f"shape {list(array.shape)}, but the "
+                                                        f"definition gives {list(shape)} ({where})")
+            arrays.append(array)
+        return arrays
+
+    def named_values(self, raw, shapes, where):
+        """(names, values, shapes) of the reference's return value in definition output order,
+        its values as returned (the GPU backends take device tensors from here:
+        gpu.DeviceOps.reference_outputs)."""
         names = [t.name for t in self.spec.outputs]
         if isinstance(raw, dict):
             missing = [n for n in names if n not in raw]
@@ -89,18 +106,7 @@ class Reference:
         else:
             raise TaskError("reference", f"the reference returned one value for "
                                                     f"{len(names)} outputs ({where})")
-        arrays = []
-        for name, value, shape in zip(names, values, shapes):
-            array = self._to_numpy(value)
-            if array.dtype.kind not in "fiub":
-                raise TaskError("reference", f"the reference's output '{name}' has "
-                                                        f"dtype {array.dtype}, not a number ({where})")
-            if array.shape != shape:
-                raise TaskError("reference", f"the reference's output '{name}' has "
-                                                        f"shape {list(array.shape)}, but the "
-                                                        f"definition gives {list(shape)} ({where})")
-            arrays.append(array)
-        return arrays
+        return names, values, list(shapes)
 
     def _to_numpy(self, value):
         """Host NumPy array of a result; bfloat16 (and other dtypes NumPy lacks) as float32."""

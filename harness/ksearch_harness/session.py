@@ -2,15 +2,16 @@
 host, gpu_timing.py on a CUDA device).
 
 New input contents for every call, and every call of the candidate checked against the
-reference's result on the same contents (docs/protocol.md, Timing).
+reference's result on the same contents (docs/protocol.md, Timing). Where the contents, the
+candidate's outputs and the reference's results live, and where they are compared, is the
+memory's (`ctx.ops`: the host's NumPy, or the CUDA device's tensors).
 """
 
 import functools
 
 from . import timing
-from .compare import FastCheck, Tally, compare
+from .compare import Tally
 from .errors import CandidateError
-from .memory import scrub
 
 
 class TimingSession:
@@ -26,8 +27,8 @@ class TimingSession:
         self.mine = mem.feed_buffers(self.feed)
         self.theirs = mem.feed_buffers(self.feed, for_reference=True)
         self.outputs = mem.outputs(shapes, spec.outputs)
-        self.taken = [None] * len(shapes)  # host copies, allocated by the first take
-        self.checks = [FastCheck(s, t.dtype, *ctx.tolerances[t.name][:2])
+        self.taken = [None] * len(shapes)  # copies, allocated by the first take
+        self.checks = [ctx.ops.fast_check(s, t, *ctx.tolerances[t.name][:2])
                        for s, t in zip(shapes, spec.outputs)]
         ctx.keeper.hold(index, (self.feed, self.mine, self.theirs, self.outputs, self.taken,
                                 self.checks))
@@ -65,7 +66,8 @@ class TimingSession:
     def reference_done(self, k, raw):
         ctx = self.ctx
         try:
-            refs = ctx.reference.outputs(raw, self.shapes, f"{self.where}, timing call {k}")
+            refs = ctx.ops.reference_outputs(ctx.reference, raw, self.shapes,
+                                             f"{self.where}, timing call {k}")
         finally:
             self.mem.release_reference(raw)
         try:
@@ -83,13 +85,13 @@ class TimingSession:
                     f"repeated calls? "
                     + check.reason(ctx.tolerances, ctx.matched_ratio, unit="call")))
         finally:
-            scrub(refs)
+            ctx.ops.scrub(refs)
 
 
 def tally(ctx, tally_, trial, outputs, refs):
     for t, out, ref in zip(ctx.spec.outputs, outputs, refs):
         atol, rtol, _ = ctx.tolerances[t.name]
-        tally_.add(trial, t.name, compare(out, ref, atol, rtol))
+        tally_.add(trial, t.name, ctx.ops.compare(out, ref, atol, rtol))
 
 
 def where(index, workload, trial):
