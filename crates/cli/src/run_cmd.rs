@@ -390,6 +390,14 @@ pub(crate) fn outcome(run_dir: &Path, drove: &Drove) -> Outcome {
             ),
             exit: crate::EXIT_FAILED,
         },
+        Stopped::LlmRefused { error } => Outcome {
+            json: json!({"run_dir": run_dir, "status": "llm_refused", "error": error}),
+            text: format!(
+                "stopped: the LLM endpoint refused the credentials:\n  {error}\nnothing is lost (the request is kept \
+                 unanswered); fix the key (or the provider's settings), then continue with: ksearch resume {dir}"
+            ),
+            exit: crate::EXIT_FAILED,
+        },
         Stopped::Finished { reason, .. } => {
             let best = drove.best();
             let speedup = best.and_then(|(_, s)| s);

@@ -114,8 +114,8 @@ pub fn load_at(run_dir: &Path, now: f64) -> Result<RunReport, ReportError> {
 /// when, and the message that goes with it. Cleared (`null`) when a drive starts.
 #[derive(Debug, Clone, serde::Deserialize)]
 struct StopRecord {
-    /// `finished`, `budget`, `fatal`, `llm_unavailable`, `interrupted`, `error` or
-    /// `awaiting_agent`.
+    /// `finished`, `budget`, `fatal`, `llm_unavailable`, `llm_refused`, `interrupted`, `error`,
+    /// `awaiting_agent` or `awaiting_evaluation`.
     reason: String,
     at: f64,
     #[serde(default)]
@@ -128,6 +128,8 @@ fn stop_words(reason: &str) -> &str {
         "budget" => "the LLM budget ran out",
         "fatal" => "a request failed for good",
         "llm_unavailable" => "the LLM endpoint was unavailable",
+        "llm_refused" => "the LLM endpoint refused the credentials",
+        "awaiting_evaluation" => "waiting for `ksearch evaluate`",
         "interrupted" => "interrupted",
         "error" => "ksearch failed",
         other => other,
@@ -169,6 +171,13 @@ fn run_state(engine: &Engine, stop: Option<StopRecord>, last_event_at: Option<f6
             }
             state("waiting", text, None)
         }
+        (Some(_), Some(s)) if s.reason == "awaiting_evaluation" => {
+            let mut text = "waiting for `ksearch evaluate` (evaluations deferred)".to_string();
+            if let Some(quiet) = silent_for.filter(|&q| q >= STALLED_AFTER_S) {
+                text.push_str(&format!(" ({})", silence(quiet)));
+            }
+            state("waiting", text, s.detail.filter(|d| !d.is_empty()))
+        }
         (Some(_), Some(s)) if s.reason != "finished" => {
             let detail = s.detail.filter(|d| !d.is_empty());
             state(
@@ -205,6 +214,7 @@ fn resume_hint(kind: &str, reason: Option<&str>, run_dir: &Path) -> Option<Resum
         ("stopped", Some("llm_unavailable")) => {
             Some("once the endpoint answers again (nothing is lost: the request that failed last is kept unanswered)")
         }
+        ("stopped", Some("llm_refused")) => Some("once the key works (the refused request is kept unanswered)"),
         ("stopped", Some("interrupted")) => None,
         ("stalled", _) => Some("if its process is gone (killed, crashed, the machine restarted)"),
         _ => return None,

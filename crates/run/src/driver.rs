@@ -104,6 +104,11 @@ pub enum Stopped {
         failures: u32,
         error: String,
     },
+    /// The LLM endpoint refused the run's credentials (HTTP 401/403, a missing key): the request
+    /// is kept unanswered, so `resume` asks it again once the key works.
+    LlmRefused {
+        error: String,
+    },
     /// Planner or coder requests wait for an external agent (agent mode): (id, role), oldest
     /// first. Nothing else is in flight.
     AwaitingAgent {
@@ -133,6 +138,7 @@ impl Stopped {
                 "llm_unavailable",
                 format!("{failures} requests failed in a row, each after its retries; the last: {error}"),
             ),
+            Stopped::LlmRefused { error } => ("llm_refused", error.clone()),
             Stopped::AwaitingAgent { .. } => ("awaiting_agent", String::new()),
             Stopped::AwaitingEvaluation { evaluations, .. } => (
                 "awaiting_evaluation",
@@ -238,6 +244,8 @@ impl Driver<'_> {
             // Once tripped: the failures in a row and the error at that moment. Answers still in
             // flight are recorded; failures after it are held back like the one that tripped it.
             let mut unavailable: Option<(u32, String)> = None;
+            // Set when the endpoint refused the credentials.
+            let mut refused: Option<String> = None;
             // Evaluations started by this drive, and those left pending (deferred, or past --max).
             let mut started_evaluations = 0usize;
             loop {
@@ -245,6 +253,12 @@ impl Driver<'_> {
                     let id = done.request_id().to_string();
                     taken.remove(&id);
                     progress.finished(&id);
+                    if let Some(f) = done.auth_failure() {
+                        // Not answered: a wrong key must not spend a round or close a node.
+                        refused.get_or_insert(f.error.clone());
+                        done.record_exchange_only(cx.store)?;
+                        continue;
+                    }
                     match done.llm_outcome() {
                         Some(Ok(())) => failing = 0,
                         Some(Err(error)) => {
@@ -268,7 +282,7 @@ impl Driver<'_> {
                     }
                     continue;
                 }
-                let stopping = stop.load(Ordering::SeqCst) || unavailable.is_some();
+                let stopping = stop.load(Ordering::SeqCst) || unavailable.is_some() || refused.is_some();
                 let mut agent: Vec<Request> = Vec::new();
                 let mut pending: Vec<Request> = Vec::new();
                 if !stopping {
@@ -354,6 +368,11 @@ impl Driver<'_> {
                                 best: *best_candidate,
                                 reason: reason.clone(),
                             })
+                        }
+                        _ if refused.is_some() => {
+                            return Ok(Stopped::LlmRefused {
+                                error: refused.clone().unwrap_or_default(),
+                            });
                         }
                         _ if unavailable.is_some() => {
                             let (failures, error) = unavailable.unwrap_or_default();

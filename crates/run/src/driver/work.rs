@@ -44,6 +44,9 @@ pub struct LlmFailure {
     pub fatal: bool,
     /// The LLM budget is spent (a fatal failure the run's stop record names apart).
     pub budget: bool,
+    /// The endpoint refused the credentials (HTTP 401/403, or no key): the run stops with the
+    /// request unanswered, so `resume` asks it again once the key works.
+    pub auth: bool,
     /// The endpoint failed (HTTP 5xx or 429, timeout, connection) after the client's retries:
     /// a sign that it is down, unlike a refused request or an odd answer.
     pub endpoint: bool,
@@ -65,6 +68,14 @@ impl Done {
         match self {
             Done::Llm { answer: Ok(_), .. } => Some(Ok(())),
             Done::Llm { answer: Err(f), .. } if f.endpoint && !f.fatal => Some(Err(f.error.clone())),
+            _ => None,
+        }
+    }
+
+    /// The refusal of an LLM call's credentials, if this is one.
+    pub fn auth_failure(&self) -> Option<&LlmFailure> {
+        match self {
+            Done::Llm { answer: Err(f), .. } if f.auth => Some(f),
             _ => None,
         }
     }
@@ -241,6 +252,7 @@ pub async fn call_llm(
                 error: e.to_string(),
                 fatal,
                 budget: matches!(e, LlmError::Budget(_)),
+                auth: e.is_auth(),
                 endpoint: e.is_transient(),
             })
         }
