@@ -20,10 +20,11 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// Metrics asked for by name, besides the sections (all valid on Hopper with ncu 2025.x; the
-/// sections below hold the same first five). The tensor-pipe pair is the one that may be absent
-/// on other chips: ncu then refuses the list, and the profile is taken again with the sections
-/// alone (whose ComputeWorkloadAnalysis has the pipes it knows).
+/// Metrics asked for by name, besides the sections that also hold them. On an H200 with ncu
+/// 2025.3.1, `sm__pipe_tensor_op_hmma_cycles_active` counts HMMA, HGMMA and QGMMA (Hopper's
+/// wgmma) alike, and no `..._gmma_cycles_active` metric exists (`ncu --query-metrics --chip
+/// gh100`). Should ncu refuse a name (another chip or version), the profile is taken again with
+/// the sections alone, whose ComputeWorkloadAnalysis lists the tensor pipes that chip has.
 pub const METRICS: &[&str] = &[
     DURATION,
     MEMORY_PCT,
@@ -31,7 +32,6 @@ pub const METRICS: &[&str] = &[
     ACHIEVED_OCCUPANCY,
     L2_HIT_RATE,
     "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-    "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
 ];
 
 /// ncu sections collected: throughputs (SpeedOfLight), occupancy, warp states (the stall
@@ -150,7 +150,8 @@ pub struct KernelMetrics {
     pub theoretical_occupancy_pct: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub l2_hit_rate_pct: Option<f64>,
-    /// The busiest tensor pipe (HMMA, GMMA, ...), % of its peak over active cycles.
+    /// The busiest tensor pipe (on Hopper HMMA, which includes wgmma; IMMA, DMMA), % of its peak
+    /// over active cycles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tensor_pipe_pct: Option<f64>,
     /// The top warp-stall reasons, most cycles first.

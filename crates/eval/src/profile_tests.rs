@@ -342,3 +342,51 @@ fn the_profiling_runs_lines_and_report_become_launches_or_a_reason() {
     let n = note(read_outcome(&key, outcome(&key, &ok(true), code0), Some(denied), true));
     assert!(n.starts_with("other: ") && n.contains("ERR_NVGPUCTRPERM"), "{n}");
 }
+
+/// Recorded on an H200 (ncu 2025.3.1.0, driver 580.159.04) by `KSEARCH_PROFILE_KEEP=DIR ksearch
+/// eval mamba_scan --profile --json --seed 1`: the seed kernel's two profiled calls on
+/// mamba_scan-4x2048x4096 (bench/results/profile-mamba-scan.md).
+const H200_MAMBA: &str = include_str!("../tests/fixtures/ncu-raw-h200-mamba-scan.csv");
+
+#[test]
+fn a_real_h200_report_of_the_mamba_seed_reads_as_recorded() {
+    let launches = parse_ncu_csv(H200_MAMBA).unwrap();
+    assert_eq!(launches.len(), 2);
+    assert!(launches.iter().all(|l| l.name == "mamba_scan_kernel"));
+    assert_eq!(launches[0].metrics.get(DURATION), Some(&4_146_208.0));
+    assert_eq!(launches[1].metrics.get(DURATION), Some(&4_148_352.0));
+    let (total, kernels, count) = aggregate(&launches, 2).unwrap();
+    assert_eq!((count, kernels.len(), kernels[0].launches), (1, 1, 2));
+    assert_eq!(total.duration_ns, 4_147_280.0);
+    assert!(close(total.memory_throughput_pct, 16.5));
+    assert!(close(total.dram_throughput_pct, 1.32));
+    assert!(close(total.compute_throughput_pct, 10.09));
+    assert!(close(total.achieved_occupancy_pct, 3.03));
+    assert!(close(total.theoretical_occupancy_pct, 50.0));
+    assert!(total.l2_hit_rate_pct.is_some_and(|h| (h - 89.455).abs() < 1e-2));
+    // The named tensor-pipe metric is there (HMMA, which counts wgmma on Hopper) and next to idle.
+    assert!(launches[0].metrics.contains_key(METRICS[5]));
+    assert!(close(total.tensor_pipe_pct, 0.05));
+    let reasons: Vec<&str> = total.stalls.iter().map(|s| s.reason.as_str()).collect();
+    assert_eq!(
+        reasons,
+        ["long_scoreboard", "wait", "short_scoreboard", "branch_resolving"]
+    );
+    let p = Profile {
+        status: ProfileStatus::Profiled,
+        tool: Some("ncu 2025.3.1.0".into()),
+        workload: Some("mamba_scan-4x2048x4096".into()),
+        calls: 2,
+        launches: 2,
+        kernel_count: count,
+        total: Some(total),
+        kernels,
+        ..Profile::unavailable("")
+    };
+    assert_eq!(
+        summary(&p),
+        "Profile (ncu 2025.3.1.0, workload mamba_scan-4x2048x4096, 1 kernel, 4.15 ms of GPU time per call under ncu):\n\
+         - throughput, % of peak: memory 16% (DRAM 1%), compute (SM) 10%; L2 hit rate 89%; tensor pipes 0%\n\
+         - achieved occupancy 3% (theoretical 50%); top warp stalls (share of stalled cycles): long_scoreboard 46%, wait 39%, short_scoreboard 12%"
+    );
+}
