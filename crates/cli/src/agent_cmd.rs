@@ -4,7 +4,7 @@
 //! the agent. A run with `--parallel` above 1 (evolve) can wait on several requests at once:
 //! `next` then lists them all, and `submit` answers any one of them by id.
 
-use crate::run_cmd::{outcome, print_drive, Outcome};
+use crate::run_cmd::{outcome, Outcome};
 use anyhow::Context;
 use ksearch_llm::LlmConfig;
 use ksearch_run::agent::{pending_for_agent, request_json, requests_json, submit_answer};
@@ -89,8 +89,23 @@ pub(crate) fn run(command: &AgentCommand) -> anyhow::Result<u8> {
                 std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?
             };
             let run = open_for(run_dir, "agent submit")?;
-            submit_answer(&run.store, run_dir, request_id, text)?;
-            print_drive(&run, &LlmConfig::default(), &DriveOptions::default(), *json)
+            let errors = submit_answer(&run.store, run_dir, request_id, text)?;
+            let drove = drive(
+                &run,
+                &LlmConfig::default(),
+                &DriveOptions {
+                    quiet: *json,
+                    ..Default::default()
+                },
+            )?;
+            let mut out = outcome(run_dir, &drove);
+            with_answer_errors(&mut out, request_id, &errors);
+            if *json {
+                println!("{}", out.json);
+            } else {
+                println!("{}", out.text);
+            }
+            Ok(out.exit)
         }
     }
 }
@@ -104,7 +119,7 @@ pub(crate) fn answer_and_continue(
     quiet: bool,
 ) -> anyhow::Result<Outcome> {
     let run = open_for(run_dir, "submit_answer (MCP)")?;
-    submit_answer(&run.store, run_dir, request_id, text)?;
+    let errors = submit_answer(&run.store, run_dir, request_id, text)?;
     let drove = drive(
         &run,
         &LlmConfig::default(),
@@ -113,5 +128,27 @@ pub(crate) fn answer_and_continue(
             ..Default::default()
         },
     )?;
-    Ok(outcome(run_dir, &drove))
+    let mut out = outcome(run_dir, &drove);
+    with_answer_errors(&mut out, request_id, &errors);
+    Ok(out)
+}
+
+/// A rejected answer: every error at once (JSON `answer_errors`), the text says so first, and
+/// the exit status is 1 (the answer failed; the run goes on and asks again).
+fn with_answer_errors(out: &mut Outcome, request_id: &str, errors: &[String]) {
+    if errors.is_empty() {
+        return;
+    }
+    out.json["answer_errors"] = serde_json::json!(errors);
+    let list: Vec<String> = errors.iter().map(|e| format!("  - {e}")).collect();
+    out.text = format!(
+        "the answer to {request_id} was rejected ({} error(s); recorded, and the request is asked again with \
+         this list):\n{}\n{}",
+        errors.len(),
+        list.join("\n"),
+        out.text
+    );
+    if out.exit == 0 {
+        out.exit = crate::EXIT_FAILED;
+    }
 }

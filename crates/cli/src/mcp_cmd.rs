@@ -53,7 +53,9 @@ kernel file, each in a fenced code block preceded by its file name). ksearch rec
 checks and times any kernel it produced (this can take a while) and goes on to the next request. Returns JSON: \
 status `awaiting_agent` with the next request_id and role (call next_request again), or status `finished` with \
 best_speedup (times faster than the reference), best_candidate and best_files (where the best kernel was \
-written). A wrong or stale request_id is refused and changes nothing.";
+written). An answer the engine rejects (no code in it, an edit script with errors) is recorded and \
+`answer_errors` lists every error at once; the next request asks again. A wrong or stale request_id is refused \
+and changes nothing.";
 
 const SHOW_RUN: &str = "Show a run (finished or not) as JSON: its state, the round reached, the world model \
 (the decision tree of ideas tried, with ratings and results), every candidate kernel with its status and \

@@ -47,9 +47,11 @@ fn summary(status: &str, speedup: Option<f64>, resources: Vec<KernelResources>) 
             uuid: "w0".into(),
             status: status.into(),
             speedup,
-            median_ns: Some(1000.0),
-            iqr_ns: Some(20.0),
-            reference_median_ns: speedup.map(|s| 1000.0 * s),
+            // The candidate's own time moves with its speedup (the reference stays at 1 us), as
+            // in a real run: the engine compares candidates by their own times.
+            median_ns: Some(speedup.map_or(1000.0, |s| 1000.0 / s)),
+            iqr_ns: Some(speedup.map_or(20.0, |s| 20.0 / s)),
+            reference_median_ns: speedup.map(|_| 1000.0),
         }],
         log_tail: String::new(),
         suspicious: None,

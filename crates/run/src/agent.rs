@@ -85,12 +85,15 @@ pub fn request_json(request: &Request) -> serde_json::Value {
 
 /// Records `text` as the answer to `request_id`; the exchange row, the event and the request's
 /// state land in one transaction. The caller holds the run's lock and drives the run on.
+/// Returns every error the engine finds in the answer, all at once (empty: accepted). A
+/// rejected answer is still recorded, as an LLM's would be: the engine asks again with the same
+/// list, and the try counts (docs/engine.md, "Rejected answers").
 pub fn submit_answer(
     store: &RunStore,
     run_dir: &std::path::Path,
     request_id: &str,
     text: String,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<String>> {
     let (mut engine, requests) = pending_for_agent(store, run_dir)?;
     let Some(request) = requests.iter().find(|r| r.id() == Some(request_id)).cloned() else {
         let list: Vec<String> = requests
@@ -119,6 +122,7 @@ pub fn submit_answer(
             text: text.clone(),
         },
     };
+    let errors = engine.check_answer(&pending_id, &text).err().unwrap_or_default();
     // Apply to a copy first: only an event the engine accepts enters the log.
     engine.apply(&event).context("the engine refused the answer")?;
     let messages = match &request {
@@ -146,5 +150,6 @@ pub fn submit_answer(
         // request that was never shown (e.g. straight after a crash), so a missing row is no error.
         let _ = store.set_request_state(&pending_id, RequestState::Answered);
         Ok(())
-    })
+    })?;
+    Ok(errors)
 }

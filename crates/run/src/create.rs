@@ -95,6 +95,12 @@ pub fn create_run(
         rounds: settings.rounds,
         strategy: settings.strategy,
         parallel: settings.parallel.max(1),
+        // world-model: --parallel N asks for N coder answers at each step of a cycle.
+        samples: if settings.strategy == Strategy::WorldModel {
+            settings.parallel.max(1)
+        } else {
+            1
+        },
         rng_seed: run_seed,
         // The tuner's kernels come from its template; sweeps are for written kernels.
         knob_share: if *brain == BrainSpec::Tuner {

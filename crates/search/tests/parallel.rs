@@ -356,3 +356,117 @@ fn a_fatal_failure_with_rounds_out_drops_them_and_re_measures() {
     assert!(reason.contains("budget exhausted"), "{reason}");
     assert_eq!(*best_candidate, Some(1));
 }
+
+fn sampled(samples: u32, rounds: u32) -> EngineConfig {
+    EngineConfig {
+        rounds,
+        parallel: samples,
+        samples,
+        rng_seed: 9,
+        knob_share: 0.0,
+        ..EngineConfig::default()
+    }
+}
+
+#[test]
+fn world_model_steps_ask_for_samples_at_once_and_go_on_when_all_are_measured() {
+    let mut engine = Engine::new();
+    engine
+        .apply(&Event::Started {
+            task: brief(true),
+            config: sampled(4, 10),
+        })
+        .unwrap();
+    let seed = engine.pending().cloned().unwrap();
+    engine.apply(&answer(&seed)).unwrap();
+    let plan = engine.pending().cloned().unwrap();
+    assert!(matches!(plan, Request::Plan { .. }));
+    engine.apply(&answer(&plan)).unwrap();
+    // The first step of the first cycle: four coder requests for one node, rounds 1 to 4.
+    let out: Vec<Request> = engine.in_flight().into_iter().cloned().collect();
+    assert_eq!(out.len(), 4, "{out:?}");
+    let nodes: BTreeSet<String> = out
+        .iter()
+        .map(|r| match r {
+            Request::Code { node_id, messages, .. } => {
+                assert!(
+                    messages[1].content.contains("## Parallel attempt"),
+                    "{}",
+                    messages[1].content
+                );
+                node_id.clone()
+            }
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(nodes.len(), 1);
+    let rounds: Vec<u32> = out.iter().map(|r| engine.round_of(r.id().unwrap()).unwrap()).collect();
+    assert_eq!(rounds, vec![1, 2, 3, 4]);
+    // Answered and measured in any order; nothing new is asked until the last is measured.
+    let mut evaluations = Vec::new();
+    for r in out.iter().rev() {
+        engine.apply(&answer(r)).unwrap();
+    }
+    for r in engine.in_flight().into_iter().cloned().collect::<Vec<_>>() {
+        assert!(matches!(r, Request::Evaluate { .. }), "{r:?}");
+        evaluations.push(r);
+    }
+    assert_eq!(evaluations.len(), 4);
+    for (i, r) in evaluations.iter().enumerate() {
+        engine.apply(&answer(r)).unwrap();
+        let next = engine.in_flight();
+        if i + 1 < evaluations.len() {
+            assert!(next.iter().all(|n| matches!(n, Request::Evaluate { .. })), "{next:?}");
+        } else {
+            // The next step: four more requests (improve the step's fastest) at rounds 5 to 8.
+            assert_eq!(next.len(), 4, "{next:?}");
+            assert!(next.iter().all(|n| matches!(
+                n,
+                Request::Code {
+                    code: CodeKind::Improve,
+                    ..
+                }
+            )));
+            let fastest = engine
+                .candidates()
+                .iter()
+                .filter(|c| c.round >= 1)
+                .filter(|c| c.passed())
+                .max_by(|a, b| a.speedup().unwrap_or(0.0).total_cmp(&b.speedup().unwrap_or(0.0)));
+            let Request::Code { base_candidate, .. } = next[0] else {
+                unreachable!()
+            };
+            assert_eq!(*base_candidate, fastest.map(|c| c.id));
+        }
+    }
+}
+
+#[test]
+fn sampled_world_model_runs_replay_whatever_the_order_and_respect_the_budget() {
+    for seed in 1..6 {
+        let trace = serve(sampled(3, 11), seed % 2 == 0, shuffled(seed));
+        assert!(trace.max_in_flight >= 3, "{}", trace.max_in_flight);
+        assert_replays(&trace);
+        // Every coder round is within the budget; the final re-measurement aside.
+        let coder = trace
+            .answered
+            .iter()
+            .filter(|r| matches!(r, Request::Code { .. }))
+            .count();
+        assert!(coder <= 11, "{coder} coder requests for 11 rounds");
+        assert!(trace.engine.round() <= 11);
+    }
+    // One sample is the one-at-a-time engine: the same requests as before the setting existed.
+    let one = serve(sampled(1, 8), true, |_, _| 0);
+    let plain = serve(
+        EngineConfig {
+            rounds: 8,
+            rng_seed: 9,
+            knob_share: 0.0,
+            ..EngineConfig::default()
+        },
+        true,
+        |_, _| 0,
+    );
+    assert_eq!(one.engine.candidates(), plain.engine.candidates());
+}

@@ -168,6 +168,7 @@ impl AgentRun {
         }
         let request = next.json();
         let id = request["id"].as_str().unwrap().to_string();
+        let mut rejected = false;
         let answer = match request["role"].as_str() {
             Some("planner") => planner(&request["kind"], &id),
             _ => {
@@ -175,6 +176,7 @@ impl AgentRun {
                 let text = coder(&request["kind"], &mut self.attempts_on_a);
                 if before == 0 && self.attempts_on_a == 1 {
                     self.format_errors += 1;
+                    rejected = true;
                 }
                 text
             }
@@ -182,7 +184,20 @@ impl AgentRun {
         let file = self.work.path().join(format!("answer-{id}.txt"));
         std::fs::write(&file, answer).unwrap();
         let s = self.ksearch(&["agent", "submit", self.dir(), &id, file.to_str().unwrap(), "--json"]);
-        assert_eq!(s.code, 0, "{}\n{}", s.stdout, s.stderr);
+        // The format error is the one answer the engine rejects: exit 1, its errors listed.
+        if rejected {
+            assert_eq!(s.code, 1, "{}\n{}", s.stdout, s.stderr);
+            assert!(
+                s.json()["answer_errors"][0]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("format_error"),
+                "{}",
+                s.stdout
+            );
+        } else {
+            assert_eq!(s.code, 0, "{}\n{}", s.stdout, s.stderr);
+        }
         true
     }
 

@@ -154,6 +154,8 @@ impl Engine {
             attempts: Vec::new(),
             best: None,
             stale: 0,
+            step_left: 0,
+            step_improved: false,
         });
         self.request_code(CodeKind::Action)
     }
@@ -167,29 +169,44 @@ impl Engine {
             .find_map(|n| n.solution_ref.as_ref().map(|s| s.candidate_id))
     }
 
+    /// The cycle's next step: one code request, or `samples` at once (each its own round, up to
+    /// the rounds left), all for the same node, kind and base.
     pub(super) fn request_code(&mut self, kind: CodeKind) -> Result<(), EngineError> {
         let Some(cycle) = self.cycle.clone() else {
             return Err(EngineError::Internal("code request outside a cycle".into()));
         };
-        self.round += 1;
+        let left = self.config.rounds.saturating_sub(self.round).max(1);
+        let samples = self.config.samples.max(1).min(left);
         let user = render::code_prompt(self, kind, &cycle.node_id).map_err(EngineError::Internal)?;
         let system = render::coder_system(self).map_err(EngineError::Internal)?;
-        let id = self.next_id();
         let base_candidate = match kind {
             CodeKind::Action => cycle.base,
             CodeKind::Debug => cycle.attempts.last().and_then(|a| a.candidate).or(cycle.base),
             CodeKind::Improve => cycle.best,
         };
-        self.issue(
-            Request::Code {
-                id,
-                code: kind,
-                node_id: cycle.node_id,
-                base_candidate,
-                messages: vec![Message::system(system), Message::user(user)],
-            },
-            self.round,
-        );
+        if let Some(c) = self.cycle.as_mut() {
+            c.step_left = samples;
+            c.step_improved = false;
+        }
+        for i in 1..=samples {
+            self.round += 1;
+            let id = self.next_id();
+            let user = if samples > 1 {
+                format!("{user}{}", render::sample_note(i, samples))
+            } else {
+                user.clone()
+            };
+            self.issue(
+                Request::Code {
+                    id,
+                    code: kind,
+                    node_id: cycle.node_id.clone(),
+                    base_candidate,
+                    messages: vec![Message::system(system.clone()), Message::user(user)],
+                },
+                self.round,
+            );
+        }
         Ok(())
     }
 

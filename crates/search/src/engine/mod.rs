@@ -72,8 +72,12 @@ struct Cycle {
     base: Option<i64>,
     attempts: Vec<Attempt>,
     best: Option<i64>,
-    /// Consecutive attempts that did not beat `best`.
+    /// Consecutive steps that did not beat `best` (a step is one attempt, or `samples` at once).
     stale: u32,
+    /// Attempts of the current step not yet resolved (measured, or failed to give code).
+    step_left: u32,
+    /// Whether an attempt of the current step beat the cycle's best.
+    step_improved: bool,
 }
 
 /// A request the engine waits on, with the round it belongs to (the round counter moves on
@@ -642,9 +646,8 @@ impl Engine {
                         candidate: None,
                         failure: Some(failure),
                     });
-                    cycle.stale += 1;
                 }
-                self.after_attempt()
+                self.attempt_resolved(false)
             }
         }
     }
@@ -713,16 +716,35 @@ impl Engine {
             }
             return self.after_attempt();
         }
-        if let Some(cycle) = self.cycle.as_mut() {
-            if improved {
-                cycle.best = Some(candidate_id);
-                cycle.stale = 0;
-            } else {
-                cycle.stale += 1;
-            }
+        if let (true, Some(cycle)) = (improved, self.cycle.as_mut()) {
+            cycle.best = Some(candidate_id);
         }
-        if improved && knob_sweep::maybe_start(self, candidate_id) {
+        self.attempt_resolved(improved)
+    }
+
+    /// One attempt of the cycle's current step is resolved (`improved`: it beat the cycle's
+    /// best). When the step's last attempt is, the step counts as stale unless one of its
+    /// attempts improved, a knob sweep of the improved best may start, and the cycle goes on.
+    fn attempt_resolved(&mut self, improved: bool) -> Result<(), EngineError> {
+        let Some(cycle) = self.cycle.as_mut() else {
+            return Err(EngineError::Internal("attempt outside a cycle".into()));
+        };
+        cycle.step_left = cycle.step_left.saturating_sub(1);
+        cycle.step_improved |= improved;
+        if cycle.step_left > 0 {
             return Ok(());
+        }
+        let step_improved = cycle.step_improved;
+        if step_improved {
+            cycle.stale = 0;
+        } else {
+            cycle.stale += 1;
+        }
+        let best = cycle.best;
+        if let (true, Some(best)) = (step_improved, best) {
+            if knob_sweep::maybe_start(self, best) {
+                return Ok(());
+            }
         }
         self.after_attempt()
     }

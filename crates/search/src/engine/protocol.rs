@@ -84,6 +84,16 @@ pub struct EngineConfig {
     /// so its log replays to the same decisions.
     #[serde(default = "CompareRule::recorded_before_paired")]
     pub compare: CompareRule,
+    /// `world-model`: coder answers asked for at once at each step of a cycle (parallel
+    /// sampling, docs/engine.md "Parallel requests"): each is its own round and candidate, the
+    /// step keeps the fastest, and the cycle goes on when all are measured. 1 (the default, and
+    /// what a `started` event without the field means) asks one at a time.
+    #[serde(default = "one")]
+    pub samples: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl Default for EngineConfig {
@@ -106,6 +116,7 @@ impl Default for EngineConfig {
             knob_share: 0.25,
             parallel: 1,
             compare: CompareRule::Paired,
+            samples: 1,
         }
     }
 }

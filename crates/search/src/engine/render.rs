@@ -205,6 +205,24 @@ pub(super) fn plan_prompt(e: &Engine, plan: &PlanKind, feedback: Option<&str>) -
     prompts::render(template, ctx)
 }
 
+/// What a coder answering one of `samples` parallel attempts of a step is told: the others
+/// exist, the step keeps the fastest, so attempts after the first should not all write the
+/// obvious kernel.
+pub(super) fn sample_note(i: u32, samples: u32) -> String {
+    let approach = if i == 1 {
+        "write the kernel you judge most likely to be fastest".to_string()
+    } else {
+        format!(
+            "the others will likely take the most obvious route, so choose a clearly different design or \
+             parameter choice for this step (attempt {i}), still correct and still implementing the assignment"
+        )
+    };
+    format!(
+        "\n\n## Parallel attempt {i} of {samples}\n{samples} coders answer this same step at once, each \
+         compiled, checked and timed; the step keeps the fastest. As attempt {i}: {approach}.\n"
+    )
+}
+
 pub(super) fn code_prompt(e: &Engine, kind: CodeKind, node_id: &str) -> Result<String, String> {
     let node = e.wm.node(node_id);
     let action = node.and_then(|n| n.action.as_ref());
