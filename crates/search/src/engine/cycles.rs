@@ -154,6 +154,7 @@ impl Engine {
             attempts: Vec::new(),
             best: None,
             stale: 0,
+            step_size: 0,
             step_left: 0,
             step_improved: false,
         });
@@ -185,6 +186,7 @@ impl Engine {
             CodeKind::Improve => cycle.best,
         };
         if let Some(c) = self.cycle.as_mut() {
+            c.step_size = samples;
             c.step_left = samples;
             c.step_improved = false;
         }

@@ -72,9 +72,11 @@ struct Cycle {
     base: Option<i64>,
     attempts: Vec<Attempt>,
     best: Option<i64>,
-    /// Consecutive steps that did not beat `best` (a step is one attempt, or `samples` at once).
+    /// Rounds of consecutive steps that did not beat `best` (a step is one attempt, or
+    /// `samples` at once: a step of N that all fail to improve counts N).
     stale: u32,
-    /// Attempts of the current step not yet resolved (measured, or failed to give code).
+    /// Attempts in the current step, and those not yet resolved (measured, or no code).
+    step_size: u32,
     step_left: u32,
     /// Whether an attempt of the current step beat the cycle's best.
     step_improved: bool,
@@ -738,7 +740,7 @@ impl Engine {
         if step_improved {
             cycle.stale = 0;
         } else {
-            cycle.stale += 1;
+            cycle.stale += cycle.step_size.max(1);
         }
         let best = cycle.best;
         if let (true, Some(best)) = (step_improved, best) {
