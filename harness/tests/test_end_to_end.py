@@ -27,7 +27,7 @@ class PassingKernel(unittest.TestCase):
         self.assertTrue(compile_event["ok"])
         self.assertEqual(compile_event["command"],
                          ["cc", "-O3", "-march=native", "-fPIC", "-shared", "-std=c11",
-                          "-o", "candidate.so", "kernel.c", "-lm"])
+                          "-ffp-contract=fast", "-o", "candidate.so", "kernel.c", "-lm"])
 
     def test_correctness_statistics(self):
         c = self.result.workloads[0]["correctness"]

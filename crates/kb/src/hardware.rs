@@ -177,6 +177,8 @@ figures! {
     l2_per_core_kb: "L2 cache per core", "KB", false, 1.0..=1048576.0;
     /// L2 shared by the whole device.
     l2_mb: "L2 cache (device)", "MB", false, 0.01..=65536.0;
+    /// A CPU's last-level cache, shared by several cores (the size of one instance).
+    l3_mb: "L3 cache (shared)", "MB", false, 0.01..=65536.0;
     cache_line_bytes: "cache line", "B", true, 8.0..=4096.0;
 }
 

@@ -291,6 +291,26 @@ impl Kb {
         })
     }
 
+    /// This knowledge base with `spec` added, or replacing the device of the same name: how
+    /// ksearch puts the CPU it runs on, with the figures it detected there, in place of the
+    /// generic one. `origin` says where the entry comes from, in place of a file name (in error
+    /// messages and [`Kb::source_file`]). The spec is checked as a file's would be.
+    pub fn with_hardware(self, spec: HardwareSpec, origin: &str) -> Result<Kb, KbError> {
+        let problems = spec.validate(origin, &spec.name);
+        if !problems.is_empty() {
+            return Err(KbError::Invalid(problems));
+        }
+        self.merge(Parts {
+            hardware: vec![Entry {
+                file: origin.to_string(),
+                item: spec,
+            }],
+            patterns: Vec::new(),
+            translations: Vec::new(),
+            families: Vec::new(),
+        })
+    }
+
     /// Replaces entries by name or id, adds the others, and checks the result as a whole.
     fn merge(self, over: Parts) -> Result<Kb, KbError> {
         fn merge<T>(base: Vec<Entry<T>>, over: Vec<Entry<T>>, key: impl Fn(&T) -> String) -> Vec<Entry<T>> {

@@ -150,6 +150,9 @@ impl HardwareSpec {
         if let Some(x) = &f.l2_mb {
             mem.push(format!("L2 {}{}", value_unit(x, "MB"), tag(x)));
         }
+        if let Some(x) = &f.l3_mb {
+            mem.push(format!("L3 {} shared{}", value_unit(x, "MB"), tag(x)));
+        }
         if let Some(x) = &f.cache_line_bytes {
             mem.push(format!("cache line {}{}", value_unit(x, "B"), tag(x)));
         }

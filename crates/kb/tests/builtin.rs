@@ -372,3 +372,33 @@ fn context_parses() {
     assert_eq!("compute_bound".parse::<Regime>().unwrap(), Regime::ComputeBound);
     assert_eq!("metal".parse::<TargetKind>().unwrap(), TargetKind::Metal);
 }
+
+#[test]
+fn a_device_put_in_place_of_another() {
+    // What ksearch does with the CPU it runs on: the generic entry replaced by the detected one.
+    let kb = Kb::builtin().unwrap();
+    let mut cpu = kb.hardware("cpu").unwrap().clone();
+    cpu.display_name = "AMD EPYC, this machine".into();
+    let mut l3 = cpu.figures.l1_kb.clone().unwrap();
+    l3.value = 32.0;
+    l3.basis = Basis::Measured;
+    l3.source = "detected on this machine on 2026-12-01".into();
+    cpu.figures.l3_mb = Some(l3);
+    let here = kb.clone().with_hardware(cpu.clone(), "(detected)").unwrap();
+    let slice = here.prompt_slice("cpu", Context::Hardware).unwrap();
+    assert!(
+        slice.starts_with("## Target hardware: AMD EPYC, this machine (`cpu-generic`)"),
+        "{slice}"
+    );
+    assert!(slice.contains("L3 32 MB shared;"), "{slice}");
+    assert_eq!(here.source_file("cpu-generic"), Some("(detected)"));
+    assert_eq!(here.hardware_names(), kb.hardware_names());
+    // It is checked as a file would be.
+    let mut bad = cpu;
+    bad.figures.simd_width.as_mut().unwrap().value = 12.0;
+    let err = kb.with_hardware(bad, "(detected)").unwrap_err().to_string();
+    assert!(
+        err.contains("(detected): figures.simd_width.value: must be a power of two, got 12"),
+        "{err}"
+    );
+}

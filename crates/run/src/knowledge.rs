@@ -6,6 +6,7 @@
 //! when that variable is set (docs/knowledge-base.md).
 
 pub mod hardware;
+pub mod host;
 mod load;
 mod prompt;
 mod target;
@@ -15,5 +16,5 @@ mod test_support;
 // What other modules use, at the paths they had before the split.
 pub use hardware::{task_figures, tuner};
 pub use load::{describe, kb, kb_with, overrides_dir, KB_ENV};
-pub use prompt::{brief, knowledge_on, Knowledge};
+pub use prompt::{brief, brief_for, knowledge_for, knowledge_on, Knowledge};
 pub use target::{target_of, Platform};

@@ -21,6 +21,7 @@
 pub mod agent;
 pub mod brains;
 mod brief;
+pub mod contract;
 pub mod create;
 pub mod drive;
 mod driver;

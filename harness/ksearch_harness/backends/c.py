@@ -2,6 +2,7 @@
 
 Calling convention (docs/protocol.md): inputs in definition order (arrays as pointers to
 contiguous data, scalars by value), then outputs as pointers, then every var axis as int64_t.
+Compiled with -O3 -march=native -std=c11 -ffp-contract=fast (FMA contraction on; see _FLAGS).
 
 On Linux the library is loaded and called in the worker process forked at start-up (worker.py,
 worker_memory.py), never in the harness's own; elsewhere (or with KSEARCH_IN_PROCESS=1) in this
@@ -15,7 +16,7 @@ import shlex
 import subprocess
 import time
 
-from .. import timing, worker, worker_memory
+from .. import cpu_info, timing, worker, worker_memory
 from ..errors import CandidateError, TaskError
 from ..memory import HostMemory
 from . import sources
@@ -26,7 +27,12 @@ _SCALARS = {
     "int8": ctypes.c_int8, "uint8": ctypes.c_uint8,
 }
 _ARRAYS = set(_SCALARS) | {"float16"}
-_FLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-std=c11"]
+# -std=c11 alone makes GCC stop contracting a*b+c into fused multiply-adds (ISO C mode implies
+# -ffp-contract=off), which silently kept every candidate off the FMA units; contraction is
+# chosen here explicitly. The correctness check compares with the float64 reference within
+# the task's tolerance, which a fused or an unfused product meets alike. ksearch states these
+# flags in the prompts (crates/run/src/contract/c.rs, whose tests keep the two lists equal).
+_FLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-std=c11", "-ffp-contract=fast"]
 _LIBRARY = sources.LIBRARY
 
 
@@ -52,7 +58,8 @@ class Backend:
             self.time_pairs = worker_memory.time_pairs
 
     def describe(self):
-        return None
+        """The CPU the candidate runs on (cpu_info.py): `done.environment.device`."""
+        return cpu_info.describe()
 
     def memory(self, spec, reference):
         if self._worker is not None:

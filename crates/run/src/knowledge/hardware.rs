@@ -1,6 +1,7 @@
 //! A task's hardware figures, the knob limits, and the knob tuner with the knowledge base's
 //! pattern priors for the task's regime.
 
+use super::host::{kb_here, HostCpu};
 use super::{kb, target_of, Platform};
 use anyhow::Context;
 use indexmap::IndexMap;
@@ -27,16 +28,23 @@ const MIN_GPU_RIDGE: f64 = 1.0;
 const LATENCY_FLOOR_S: f64 = 5e-6;
 
 /// The target's hardware figures by name (`l1_kb`, `simd_width`, ...), for knob constraints.
-/// A CPU target's `compute_units` is this machine's (the cores ksearch may use), since the CPU
-/// tasks run where ksearch runs: the knowledge base's generic CPU says 2, and a `threads` knob
-/// bounded by it would never use the cores of a larger machine.
+/// A CPU target's are this machine's as detected ([`super::host`]): the CPU tasks run where
+/// ksearch runs, and the knowledge base's generic CPU (2 cores, 256-bit vectors, 32 KB L1d)
+/// would bound a `threads` knob below a larger machine's cores and keep a matmul tile sized
+/// for AVX-512's 32 registers out of reach.
 pub fn hw_figures(kb: &Kb, target: &str) -> anyhow::Result<IndexMap<String, f64>> {
+    figures_with(kb, target, HostCpu::here())
+}
+
+/// As [`hw_figures`], with `host` as this machine's CPU.
+pub(crate) fn figures_with(kb: &Kb, target: &str, host: &HostCpu) -> anyhow::Result<IndexMap<String, f64>> {
+    let kb = kb_here(kb, target, host)?;
     let spec = kb.hardware(target)?;
     let mut figures: IndexMap<String, f64> = FIGURE_META
         .iter()
         .filter_map(|m| spec.figures.get(m.key).map(|f| (m.key.to_string(), f.value)))
         .collect();
-    if spec.kind == DeviceKind::Cpu {
+    if spec.kind == DeviceKind::Cpu && host.cores.is_none() {
         if let Ok(cores) = std::thread::available_parallelism() {
             figures.insert("compute_units".into(), cores.get() as f64);
         }
@@ -127,6 +135,11 @@ fn knob_priors(kb: &Kb, template: &KernelTemplate, regime: Option<Regime>) -> an
 
 /// The knob tuner for `task` on device `device`.
 fn tuner_on(kb: &Kb, task: &Task, device: &str) -> anyhow::Result<Tuner> {
+    tuner_with(kb, task, device, HostCpu::here())
+}
+
+/// As [`tuner_on`], with `host` as this machine's CPU.
+fn tuner_with(kb: &Kb, task: &Task, device: &str, host: &HostCpu) -> anyhow::Result<Tuner> {
     let template = task.template.clone().with_context(|| {
         format!(
             "{}: kernel.template: the task has no kernel template, so the knob tuner has nothing to tune; \
@@ -134,7 +147,7 @@ fn tuner_on(kb: &Kb, task: &Task, device: &str) -> anyhow::Result<Tuner> {
             task.file("task.toml")
         )
     })?;
-    let hw = hw_figures(kb, device)?;
+    let hw = figures_with(kb, device, host)?;
     let regime = task_regime(task, &hw, kb.hardware(device)?.kind);
     let priors = knob_priors(kb, &template, regime)?;
     let path = match &task.config.kernel.template {
@@ -173,6 +186,41 @@ mod tests {
         // A GPU's come from the knowledge base.
         let h200 = kb.hardware("h200").unwrap().figures.get("compute_units").unwrap().value;
         assert_eq!(hw_figures(&kb, "h200").unwrap()["compute_units"], h200);
+    }
+
+    #[test]
+    fn a_cpu_targets_figures_are_the_detected_ones() {
+        let kb = Kb::builtin().unwrap();
+        let host = crate::knowledge::test_support::avx512_host();
+        let hw = figures_with(&kb, "cpu-generic", &host).unwrap();
+        for (key, value) in [
+            ("compute_units", 8.0),
+            ("simd_width", 16.0),
+            ("vector_bits", 512.0),
+            ("l1_kb", 48.0),
+            ("l2_per_core_kb", 2048.0),
+            ("l3_mb", 32.0),
+        ] {
+            assert_eq!(hw.get(key), Some(&value), "{key}: {hw:?}");
+        }
+        // Nothing detected: the knowledge base's generic figures.
+        let generic = figures_with(&kb, "cpu-generic", &HostCpu::default()).unwrap();
+        assert_eq!((generic["simd_width"], generic["l1_kb"]), (8.0, 32.0));
+
+        // The matmul template's best tile on an AVX-512 machine, 4 rows x 32 columns (8 of the
+        // 32 zmm registers as accumulators) with a 128 x 64 block of B in L1, is valid with the
+        // detected figures and was excluded by the generic ones (mr * nr <= 12 * simd_width).
+        let template = builtin("matmul").template.unwrap();
+        let best = |hw: &IndexMap<String, f64>| {
+            template.space.enumerate_valid(hw, 100_000).iter().any(|a| {
+                let v = |k: &str| a[k].to_string();
+                (v("mr"), v("nr"), v("block_k"), v("block_n")) == ("4".into(), "32".into(), "128".into(), "64".into())
+            })
+        };
+        assert!(best(&hw), "the best tile is excluded on the AVX-512 machine");
+        assert!(!best(&generic));
+        // The tuner for it plans with those figures.
+        assert!(tuner_with(&kb, &builtin("matmul"), "cpu-generic", &host).is_ok());
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! (figures, patterns, translation layers, properties) and its expertise, and the task brief
 //! the search starts from.
 
+use super::host::{kb_here, HostCpu};
 use super::{target_of, Platform};
+use crate::contract::{contract, Setting};
 use anyhow::Context;
 use ksearch_kb::{ContextLevel, Kb, TaskQuery};
 use ksearch_search::engine::TaskBrief;
@@ -36,10 +38,23 @@ pub fn task_query(task: &Task, device: &str) -> TaskQuery {
 
 /// What `task`'s prompts cite at `level` (`--context none|hardware|full`) on its target device
 /// on `platform` ([`target_of`]). When the device was assumed, the cited text starts with the
-/// note saying so (at `hardware` and `full`; `none` cites nothing).
+/// note saying so (at `hardware` and `full`; `none` cites nothing). A CPU target is this
+/// machine's CPU, with the figures detected here ([`super::host`]).
 pub fn knowledge_for(kb: &Kb, task: &Task, platform: Platform, level: ContextLevel) -> anyhow::Result<Knowledge> {
+    knowledge_with(kb, task, platform, level, HostCpu::here())
+}
+
+/// As [`knowledge_for`], with `host` as this machine's CPU.
+pub(crate) fn knowledge_with(
+    kb: &Kb,
+    task: &Task,
+    platform: Platform,
+    level: ContextLevel,
+    host: &HostCpu,
+) -> anyhow::Result<Knowledge> {
     let target = target_of(kb, task, platform)?;
-    let mut k = knowledge_on(kb, task, &target.device, level)?;
+    let kb = kb_here(kb, &target.device, host)?;
+    let mut k = cited(&kb, task, &target.device, level)?;
     if let (Some(note), false) = (&target.note, k.target.is_empty()) {
         k.target = format!("{note}\n{}", k.target);
     }
@@ -47,8 +62,14 @@ pub fn knowledge_for(kb: &Kb, task: &Task, platform: Platform, level: ContextLev
 }
 
 /// As [`knowledge_for`], for a chosen device (`m4-max`; what `ksearch kb show DEVICE --prompt
-/// LEVEL --task TASK` prints).
+/// LEVEL --task TASK` prints). A CPU is this machine's, as in the prompts.
 pub fn knowledge_on(kb: &Kb, task: &Task, device: &str, level: ContextLevel) -> anyhow::Result<Knowledge> {
+    let kb = kb_here(kb, device, HostCpu::here())?;
+    cited(&kb, task, device, level)
+}
+
+/// What the knowledge base `kb` cites about `task` on `device` at `level`.
+fn cited(kb: &Kb, task: &Task, device: &str, level: ContextLevel) -> anyhow::Result<Knowledge> {
     let target = kb
         .task_context(&task_query(task, device), level)
         .with_context(|| format!("the knowledge base for task {}", task.definition.name))?;
@@ -59,8 +80,8 @@ pub fn knowledge_on(kb: &Kb, task: &Task, device: &str, level: ContextLevel) -> 
     Ok(Knowledge { target, expertise })
 }
 
-/// The task brief the search starts from, with the knowledge cited at `level`: what
-/// `ksearch run --context LEVEL` starts the engine with.
+/// The task brief the search starts from, with the knowledge cited at `level` and the
+/// contract of the task's backend: what `ksearch run --context LEVEL` starts the engine with.
 /// Prints a warning when the task's device was assumed.
 pub fn brief(kb: &Kb, task: &Task, level: ContextLevel) -> anyhow::Result<TaskBrief> {
     if let Some(warning) = target_of(kb, task, Platform::current())?.warning {
@@ -71,8 +92,28 @@ pub fn brief(kb: &Kb, task: &Task, level: ContextLevel) -> anyhow::Result<TaskBr
 
 /// As [`brief`], on `platform`, without the warning.
 pub fn brief_for(kb: &Kb, task: &Task, platform: Platform, level: ContextLevel) -> anyhow::Result<TaskBrief> {
-    let Knowledge { target, expertise } = knowledge_for(kb, task, platform, level)?;
-    let mut brief = crate::brief::task_brief(task, target);
+    brief_with(kb, task, platform, level, HostCpu::here())
+}
+
+/// As [`brief_for`], with `host` as this machine's CPU.
+pub(crate) fn brief_with(
+    kb: &Kb,
+    task: &Task,
+    platform: Platform,
+    level: ContextLevel,
+    host: &HostCpu,
+) -> anyhow::Result<TaskBrief> {
+    let Knowledge { target, expertise } = knowledge_with(kb, task, platform, level, host)?;
+    let device = target_of(kb, task, platform)?.device;
+    let kb = kb_here(kb, &device, host)?;
+    let setting = Setting {
+        task,
+        device: kb.hardware(&device).ok(),
+        platform,
+        host: Some(host),
+    };
+    let convention = contract(&setting)?.render();
+    let mut brief = crate::brief::task_brief(task, target, convention);
     brief.expertise = expertise;
     Ok(brief)
 }
@@ -115,7 +156,7 @@ pub fn render_expertise(list: &[Expertise]) -> String {
 mod tests {
     use super::*;
     use crate::knowledge::kb;
-    use crate::knowledge::test_support::{init_prompt, mlx_task, CUDA};
+    use crate::knowledge::test_support::{avx512_host, init_prompt, mlx_task, CUDA};
 
     #[test]
     fn the_prompt_at_each_context_level() {
@@ -173,12 +214,54 @@ mod tests {
         assert!(!k.target.contains("Primitive mapping"));
         assert!(k.target.contains("Properties every candidate must keep: Scans"));
         assert!(k.expertise.is_empty());
+        // The C tasks keep their CPU slice: where nothing about this CPU can be detected, the
+        // generic entry, saying so.
         let c = Task::load_builtin("softmax").unwrap();
-        let k = knowledge_for(&kb, &c, Platform::MacOs, ContextLevel::Full).unwrap();
+        let k = knowledge_with(&kb, &c, Platform::MacOs, ContextLevel::Full, &HostCpu::default()).unwrap();
         assert!(
             k.target.contains("Generic x86-64 CPU")
-                && k.target.contains("Properties every candidate must keep: Softmax")
+                && k.target.contains("Properties every candidate must keep: Softmax"),
+            "{}",
+            k.target
         );
+        assert!(
+            k.target.contains("could not be examined")
+                && k.target.contains("AVX-512 (16 fp32 lanes) exists on some CPUs only"),
+            "{}",
+            k.target
+        );
+    }
+
+    #[test]
+    fn a_cpu_tasks_prompt_names_the_detected_figures() {
+        let kb = kb().unwrap();
+        let host = avx512_host();
+        let task = Task::load_builtin("matmul").unwrap();
+        let prompt = init_prompt(brief_with(&kb, &task, Platform::Linux, ContextLevel::Hardware, &host).unwrap());
+        for present in [
+            "## Target hardware: AMD EPYC, this machine (`cpu-generic`)",
+            "- 8 cores; 16 fp32 lanes per vector; vector registers 512-bit",
+            "L1d 48 KB/core; L2 2048 KB/core; L3 32 MB shared; cache line 64 B",
+            "These figures are of the machine that built this brief (the one running `ksearch run`)",
+            "ISA extensions: SSE4.2, AVX, AVX2, FMA, F16C, AVX-512 F/DQ/CD/BW/VL/IFMA/VBMI/VNNI/BF16; absent: \
+             AVX-512FP16, AMX. Widest vectors: 512-bit (16 fp32 lanes, 32 registers)",
+            "with 512-bit registers and fuses a*b+c into one FMA instruction",
+            // The contract: the exact compile command and the contraction choice.
+            "Build: `cc -O3 -march=native -fPIC -shared -std=c11 -ffp-contract=fast -o candidate.so SOURCES.c -lm` \
+             (cc here: cc (Debian 12.2.0-14+deb12u1) 12.2.0).",
+            "Arithmetic: FMA contraction is on (-ffp-contract=fast",
+        ] {
+            assert!(prompt.contains(present), "{present:?} missing from\n{prompt}");
+        }
+        for absent in [
+            "exists on some CPUs only",
+            "~32 KB",
+            "256-bit",
+            "8 fp32 lanes",
+            "Generic x86-64",
+        ] {
+            assert!(!prompt.contains(absent), "{absent:?} in\n{prompt}");
+        }
     }
 
     #[test]

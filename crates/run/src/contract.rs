@@ -1,0 +1,136 @@
+//! What a candidate must be, per backend: its entry point and calling convention, the device it
+//! runs on, how it is built, and the build's arithmetic choices (FMA contraction, fast math).
+//! One module per backend states its contract ([`c`], [`cuda`], [`triton`], [`python`],
+//! [`mlx`]), following what the harness's backend does (docs/protocol.md); the planner's and
+//! coder's prompts get it as the task brief's `convention`.
+
+pub mod c;
+pub mod cuda;
+pub mod mlx;
+pub mod python;
+pub mod triton;
+
+use crate::knowledge::host::HostCpu;
+use crate::knowledge::Platform;
+use ksearch_kb::HardwareSpec;
+use ksearch_spec::Task;
+
+/// One backend's contract, in words for the prompts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendContract {
+    /// The task's `[kernel].language`.
+    pub language: &'static str,
+    /// The entry point's signature (C, CUDA) or call (Python).
+    pub signature: String,
+    /// How the harness calls it and what it must and must not do.
+    pub calling: String,
+    /// Where the candidate runs.
+    pub device: String,
+    /// How the candidate is built, with the exact commands where there are any.
+    pub build: String,
+    /// Choices of the build that change the arithmetic.
+    pub arithmetic: String,
+}
+
+impl BackendContract {
+    /// The contract as the prompts' "Calling convention" section shows it.
+    pub fn render(&self) -> String {
+        format!(
+            "{}\n{}\nDevice: {}\nBuild: {}\nArithmetic: {}",
+            self.signature.trim_end(),
+            self.calling.trim_end(),
+            self.device.trim_end(),
+            self.build.trim_end(),
+            self.arithmetic.trim_end()
+        )
+    }
+}
+
+/// What a contract is stated for: the task, the device its candidates run on (the knowledge
+/// base's entry for its target, when known), the platform, and this machine's CPU.
+#[derive(Debug, Clone, Copy)]
+pub struct Setting<'a> {
+    pub task: &'a Task,
+    pub device: Option<&'a HardwareSpec>,
+    pub platform: Platform,
+    pub host: Option<&'a HostCpu>,
+}
+
+/// A task whose language no backend takes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ContractError {
+    #[error("kernel.language '{language}' has no backend (c, cuda, triton, python, mlx)")]
+    UnknownLanguage { language: String },
+}
+
+/// The contract of the backend that evaluates `setting.task`'s candidates.
+pub fn contract(setting: &Setting<'_>) -> Result<BackendContract, ContractError> {
+    let language = setting.task.config.kernel.language.as_str();
+    Ok(match language {
+        "c" => c::contract(setting),
+        "cuda" => cuda::contract(setting),
+        "triton" => triton::contract(setting),
+        "python" => python::contract(setting),
+        "mlx" => mlx::contract(setting),
+        other => {
+            return Err(ContractError::UnknownLanguage {
+                language: other.to_string(),
+            })
+        }
+    })
+}
+
+/// The entry symbol of a task's candidates (`[kernel].entry`, else `kernel`).
+pub(crate) fn entry(task: &Task) -> &str {
+    task.config.kernel.entry.as_deref().unwrap_or("kernel")
+}
+
+/// The file a single unnamed code block of `language` is given when the task has no seed.
+pub fn default_file(language: &str) -> &'static str {
+    match language {
+        "cuda" => "kernel.cu",
+        "triton" | "python" => "kernel.py",
+        "mlx" => "kernel.toml",
+        _ => "kernel.c",
+    }
+}
+
+/// The file a task's seed lives in, else its language's default file.
+pub(crate) fn file(task: &Task) -> String {
+    task.seed
+        .as_ref()
+        .map(|s| s.path.clone())
+        .unwrap_or_else(|| default_file(&task.config.kernel.language).to_string())
+}
+
+/// `x, y` of the definition's inputs, outputs and varying axes, as a Python call lists them.
+pub(crate) fn names(task: &Task) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let def = &task.definition;
+    (
+        def.inputs.keys().cloned().collect(),
+        def.outputs.keys().cloned().collect(),
+        def.var_axes().map(str::to_string).collect(),
+    )
+}
+
+/// The device's name and compiler target, `NVIDIA H200 (sm_90a)`, or what it defaults to.
+pub(crate) fn gpu_name(device: Option<&HardwareSpec>) -> String {
+    match device {
+        Some(hw) => format!("{} ({})", hw.display_name.trim(), hw.arch),
+        None => "the CUDA GPU the evaluation is given".to_string(),
+    }
+}
+
+/// What the task says about writing the inputs.
+pub(crate) fn writes(task: &Task) -> String {
+    let writable = &task.config.kernel.writable_inputs;
+    if writable.is_empty() {
+        "Write every output element; do not modify the inputs (they are checked bit for bit after each call).".into()
+    } else {
+        format!(
+            "Write every output element; only {} may be written among the inputs (every other input is checked bit \
+             for bit after each call).",
+            writable.join(", ")
+        )
+    }
+}
