@@ -7,12 +7,17 @@
 # timed call, clocks left alone).
 #
 # Usage: bench/eval_cost_gpu.sh KSEARCH_BIN [--label NAME] [--harness DIR] [--tasks DIR]
-#                                [--json FILE] [--keep DIR] [--no-ncu]
+#                                [--json FILE] [--keep DIR] [--no-ncu] [--no-warmup]
+#                                [--no-baseline] [--only TASK,TASK]
 #   --harness DIR  KSEARCH_HARNESS_DIR for every evaluation (the folder holding
 #                  ksearch_harness/); default: the harness embedded in the binary
 #   --tasks DIR    evaluate DIR/TASK (a task folder) instead of the built-in TASK
 #   --json FILE    the figures as JSON: {"TASK": {"wall_s", "timed_calls_min", ...}, ...,
 #                  "fidelity": [{"kernel", "ksearch_us", "independent_us"}, ...]}
+#   --no-ncu       no independent measurement (the fidelity rows keep ksearch's medians)
+#   --no-warmup    no untimed first evaluation (when the file cache is already warm)
+#   --no-baseline  no evaluation of rmsnorm_llm's torch_rms_norm baseline
+#   --only A,B     evaluate only these tasks (default: all five)
 # Every evaluation gets an empty ksearch cache (KSEARCH_CACHE_DIR), so the seed is compiled as
 # a new candidate would be; one untimed evaluation first warms the OS's file cache (torch's
 # libraries), as in a search where evaluations follow each other. Needs: python3 with torch,
@@ -20,7 +25,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath "$1"); shift
-LABEL=run; HARNESS=""; TASKS=""; JSON=""; KEEP=""; NCU=1
+LABEL=run; HARNESS=""; TASKS=""; JSON=""; KEEP=""; NCU=1; WARMUP=1; BASELINE=1
+ONLY="mamba_scan,attention_prefill,gqa_paged_decode,rmsnorm_llm,softmax_llm"
 while [ $# -gt 0 ]; do
   case "$1" in
     --label) LABEL=$2; shift 2;;
@@ -29,6 +35,9 @@ while [ $# -gt 0 ]; do
     --json) JSON=$(realpath -m "$2"); shift 2;;
     --keep) KEEP=$(realpath -m "$2"); shift 2;;
     --no-ncu) NCU=0; shift;;
+    --no-warmup) WARMUP=0; shift;;
+    --no-baseline) BASELINE=0; shift;;
+    --only) ONLY=$2; shift 2;;
     *) echo "unknown argument $1" >&2; exit 2;;
   esac
 done
@@ -38,7 +47,7 @@ export PATH="$PATH:/usr/local/cuda/bin" KSEARCH_PYTHON=${KSEARCH_PYTHON:-$(comma
 [ -n "$HARNESS" ] && export KSEARCH_HARNESS_DIR="$HARNESS"
 
 echo "# eval-cost-gpu ($LABEL)"
-echo "- command: bench/eval_cost_gpu.sh $BIN --label $LABEL${HARNESS:+ --harness $HARNESS}${TASKS:+ --tasks $TASKS}"
+echo "- command: bench/eval_cost_gpu.sh $BIN --label $LABEL${HARNESS:+ --harness $HARNESS}${TASKS:+ --tasks $TASKS} (tasks $ONLY; ncu $NCU, warm-up $WARMUP, baseline $BASELINE)"
 echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv,noheader | sed 's/^/- gpu: /'
 python3 -c 'import sys, torch, triton, numpy; print(f"- python {sys.version.split()[0]}, torch {torch.__version__} (CUDA {torch.version.cuda}), triton {triton.__version__}, numpy {numpy.__version__}")'
@@ -57,11 +66,11 @@ evaluate() {  # evaluate NAME TASK [extra args]: WORK/NAME.json and WORK/NAME.wa
   echo $(( (t1 - t0) / 1000000 )) > "$WORK/$name.wall_ms"
 }
 
-evaluate warmup softmax_llm >/dev/null 2>&1   # not measured: the OS's file cache
-for task in mamba_scan attention_prefill gqa_paged_decode rmsnorm_llm softmax_llm; do
+[ "$WARMUP" = 1 ] && evaluate warmup softmax_llm   # not measured: the OS's file cache
+for task in ${ONLY//,/ }; do
   evaluate "$task" "$task"
 done
-evaluate baseline-torch_rms_norm rmsnorm_llm --baseline torch_rms_norm
+[ "$BASELINE" = 1 ] && evaluate baseline-torch_rms_norm rmsnorm_llm --baseline torch_rms_norm
 
 if [ "$NCU" = 1 ]; then
   # The seeds built as the harness builds them, called by a small driver under ncu.
@@ -113,6 +122,8 @@ print()
 print("| task | status | wall s | " + " | ".join(stages) + " | timed calls per workload (min) |")
 print("|---|---|---|" + "---|" * len(stages) + "---|")
 for name in tasks + ["baseline-torch_rms_norm"]:
+    if not os.path.exists(os.path.join(work, f"{name}.wall_ms")):
+        continue
     wall = int(open(os.path.join(work, f"{name}.wall_ms")).read()) / 1e3
     try:
         j = json.load(open(os.path.join(work, f"{name}.json")))
@@ -156,7 +167,21 @@ def ksearch_median(name, uuid):
 
 
 fidelity = []
-if ncu:
+configs = [("rmsnorm_llm seed 1x4096", "rmsnorm_llm", "rmsnorm_llm-1x4096"),
+           ("rmsnorm_llm seed 16x8192", "rmsnorm_llm", "rmsnorm_llm-16x8192"),
+           ("softmax_llm seed 64x32000", "softmax_llm", "softmax_llm-64x32000"),
+           ("softmax_llm seed 7x50257", "softmax_llm", "softmax_llm-7x50257"),
+           ("torch rms_norm (baseline torch_rms_norm) 1x4096", "baseline-torch_rms_norm",
+            "rmsnorm_llm-1x4096")]
+if not ncu:
+    for kernel, name, uuid in configs:
+        mine = ksearch_median(name, uuid)
+        fidelity.append({"kernel": kernel, "ksearch_us": mine and round(mine, 2),
+                         "independent_us": None})
+    print()
+    print("ksearch medians of the fidelity kernels (us): "
+          + "; ".join(f"{f['kernel']}: {f['ksearch_us']}" for f in fidelity))
+else:
     rows = [r for r in csv.DictReader(l for l in open(os.path.join(work, "ncu.csv"))
                                       if not l.startswith("=="))]
     groups, current = [], None
@@ -166,12 +191,6 @@ if ncu:
             groups.append(current)
         elif current is not None:
             current.append(float(r["Metric Value"].replace(",", "")))
-    configs = [("rmsnorm_llm seed 1x4096", "rmsnorm_llm", "rmsnorm_llm-1x4096"),
-               ("rmsnorm_llm seed 16x8192", "rmsnorm_llm", "rmsnorm_llm-16x8192"),
-               ("softmax_llm seed 64x32000", "softmax_llm", "softmax_llm-64x32000"),
-               ("softmax_llm seed 7x50257", "softmax_llm", "softmax_llm-7x50257"),
-               ("torch rms_norm (baseline torch_rms_norm) 1x4096", "baseline-torch_rms_norm",
-                "rmsnorm_llm-1x4096")]
     print()
     print("| kernel | ksearch median us | ncu gpu__time_duration median us | difference |")
     print("|---|---|---|---|")

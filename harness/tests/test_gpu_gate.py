@@ -26,9 +26,12 @@ class Gate(unittest.TestCase):
         gate, why = gpu_gate.make(torch)
         self.assertIsNotNone(gate, why)
         after = torch.cuda.Event()
+        # Allocated first: a new allocation (cudaMalloc) may wait for the device, which a
+        # closed gate holds until its time limit.
+        x = torch.ones(4, device="cuda")
+        torch.cuda.synchronize()
         gate.close()
         gate.enqueue(torch.cuda.current_stream().cuda_stream)
-        x = torch.ones(4, device="cuda")
         x.add_(1)
         after.record()
         time.sleep(0.002)
