@@ -7,11 +7,12 @@
 # The harness embedded in the binary is used unless a smoke evaluation of a GPU seed fails with
 # it; then HARNESS_FALLBACK (a folder holding a ksearch_harness package) is used and said so.
 set -u
+args="$*"
 bin=$(realpath "$1"); out=$(realpath -m "$2"); shift 2
 here="$(cd "$(dirname "$0")" && pwd)"
 stage=$(mktemp -d)
 export KSEARCH_PYTHON=${KSEARCH_PYTHON:-$(command -v python3)}
-echo "# bench/h200_batch.sh $* ; date: $(date -u +%FT%TZ)"
+echo "# bench/h200_batch.sh $args ; date: $(date -u +%FT%TZ)"
 t0=$(date +%s)
 if "$bin" eval rmsnorm_llm --json --seed 1 > "$stage/smoke.json" 2> "$stage/smoke.log" \
    && grep -q '"status": *"passed"' "$stage/smoke.json"; then

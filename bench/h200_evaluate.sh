@@ -9,10 +9,11 @@
 # With HARNESS_FROM_TREE=1 the harness is this checkout's (KSEARCH_HARNESS_DIR) instead of the
 # one embedded in the binary. Prints the device, the versions and the exact command.
 set -u
+args="$*"
 bin=$(realpath "$1"); run=$(realpath "$2"); out=$(realpath -m "$3"); shift 3
 here="$(cd "$(dirname "$0")" && pwd)"
 mkdir -p "$out"
-echo "# bench/h200_evaluate.sh $* ; date: $(date -u +%FT%TZ)"
+echo "# bench/h200_evaluate.sh $args ; date: $(date -u +%FT%TZ)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv,noheader
 python3 -c "import torch, triton, numpy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'numpy', numpy.__version__)" 2>&1
 "$bin" --version
