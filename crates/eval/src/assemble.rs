@@ -180,11 +180,23 @@ impl<'a> Assembler<'a> {
                     } else {
                         field
                     };
-                    return Err(EvalError::Task(Problem::new(
-                        self.task.file("definition.json"),
-                        field,
-                        message,
-                    )));
+                    // `workloads[N].…` is about line N+1 of workloads.jsonl, not the definition.
+                    let workload_line = field
+                        .strip_prefix("workloads[")
+                        .and_then(|rest| rest.split_once(']'))
+                        .and_then(|(n, rest)| n.parse::<usize>().ok().map(|n| (n, rest.trim_start_matches('.'))));
+                    let (file, field) = match workload_line {
+                        Some((n, rest)) => (
+                            format!("{}:{}", self.task.file("workloads.jsonl"), n + 1),
+                            if rest.is_empty() {
+                                "workload".to_string()
+                            } else {
+                                rest.to_string()
+                            },
+                        ),
+                        None => (self.task.file("definition.json"), field),
+                    };
+                    return Err(EvalError::Task(Problem::new(file, field, message)));
                 }
                 Event::HarnessError { message, .. } => harness_error = Some(message),
                 Event::Done {
@@ -259,7 +271,15 @@ impl<'a> Assembler<'a> {
                 ),
             )),
             Exit::Signal(sig) if !done => {
-                let name = signal_name(*sig);
+                let name = match (*sig, outcome.oom_kills) {
+                    (libc::SIGKILL, Some(0)) if candidate_running => {
+                        "SIGKILL, not from the out-of-memory killer: most likely the candidate's own code, which runs in \
+                         this process"
+                    }
+                    (libc::SIGKILL, Some(0)) => "SIGKILL, not from the out-of-memory killer",
+                    (libc::SIGKILL, Some(_)) => "SIGKILL from the out-of-memory killer",
+                    _ => signal_name(*sig),
+                };
                 if *sig == libc::SIGXCPU {
                     Some((
                         Status::Timeout,

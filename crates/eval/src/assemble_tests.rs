@@ -57,6 +57,28 @@ fn finish_raw_task(
     lines: &[String],
     exit: Exit,
 ) -> Evaluation {
+    try_finish_raw_task(task_toml, device, timing_required, key, lines, exit).unwrap()
+}
+
+/// As `finish`, keeping an error of the evaluator (a task error) as it is.
+fn try_finish(lines: &[&str], exit: Exit) -> Result<Evaluation, EvalError> {
+    let key = [3u8; 32];
+    let signed: Vec<String> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| format!("{l}\t{}", crate::auth::code(&key, i as u64, l)))
+        .collect();
+    try_finish_raw_task(None, "cpu", true, &key, &signed, exit)
+}
+
+fn try_finish_raw_task(
+    task_toml: Option<&str>,
+    device: &str,
+    timing_required: bool,
+    key: &[u8],
+    lines: &[String],
+    exit: Exit,
+) -> Result<Evaluation, EvalError> {
     let (_dir, task) = task(task_toml);
     let solution = Solution {
         name: "k.c".into(),
@@ -92,6 +114,7 @@ fn finish_raw_task(
         exit,
         log: String::new(),
         elapsed: Duration::from_millis(10),
+        oom_kills: OOM_KILLS.with(|k| k.get()),
     };
     let unauthenticated = Unauthenticated {
         lines: verified.unauthenticated,
@@ -99,7 +122,6 @@ fn finish_raw_task(
     };
     Assembler::new(&task, &solution, provenance, Duration::from_secs(5), timing_required)
         .finish(outcome, unauthenticated)
-        .unwrap()
 }
 
 fn sign(key: &[u8], seq: u64, line: &str) -> String {
@@ -194,6 +216,40 @@ fn wrong_index_uuid_status_or_samples_are_refused() {
         assert_eq!(e.status, Status::HarnessError, "{line}");
         assert!(e.reason.as_deref().unwrap_or("").contains(needle), "{line}: {:?}", e.reason);
     }
+}
+
+thread_local! {
+    /// The OOM-kill count the next assembled outcome reports (`None`: unreadable).
+    static OOM_KILLS: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+#[test]
+fn a_sigkill_is_named_by_whether_the_oom_killer_struck() {
+    let progress = r#"{"event": "progress", "stage": "correctness", "workload": 0, "trial": 0}"#;
+    let reason = |oom: Option<u64>| {
+        OOM_KILLS.with(|k| k.set(oom));
+        let e = finish(&[progress], Exit::Signal(libc::SIGKILL));
+        OOM_KILLS.with(|k| k.set(None));
+        assert_eq!(e.status, Status::RuntimeError);
+        e.reason.unwrap_or_default()
+    };
+    assert!(reason(Some(0)).contains("not from the out-of-memory killer: most likely the candidate"));
+    assert!(reason(Some(2)).contains("SIGKILL from the out-of-memory killer"));
+    assert!(reason(None).contains("SIGKILL, possibly out of memory"));
+}
+
+#[test]
+fn a_task_error_about_a_workload_names_its_line_of_workloads_jsonl() {
+    let line = r#"{"event": "task_error", "field": "workloads[2].axes", "message": "needs 80 GiB"}"#;
+    let Err(EvalError::Task(p)) = try_finish(&[line], Exit::Code(0)) else {
+        panic!("a task error")
+    };
+    let text = p.to_string();
+    assert!(
+        text.contains("workloads.jsonl:3") && text.contains("axes") && text.contains("needs 80 GiB"),
+        "{text}"
+    );
+    assert!(!text.contains("definition.json"), "{text}");
 }
 
 #[test]

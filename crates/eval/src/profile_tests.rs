@@ -245,6 +245,7 @@ fn outcome(key: &[u8], events: &[serde_json::Value], exit: supervisor::Exit) -> 
         exit,
         log: "Traceback ...\nRuntimeError: boom".into(),
         elapsed: Duration::from_secs(1),
+        oom_kills: None,
     }
 }
 

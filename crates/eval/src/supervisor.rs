@@ -59,6 +59,18 @@ pub struct Outcome {
     pub exit: Exit,
     pub log: String,
     pub elapsed: Duration,
+    /// Processes the kernel's out-of-memory killer killed on this machine while the child ran
+    /// (`oom_kill` of /proc/vmstat, after minus before); `None` where it cannot be read. Tells a
+    /// SIGKILL from the OOM killer from one the candidate sent.
+    pub oom_kills: Option<u64>,
+}
+
+/// The machine's count of OOM kills so far (Linux), if readable.
+pub fn oom_kill_count() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/vmstat").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Spawns `program args` in `workdir` with `env`, writes `stdin_data`, and supervises it.
@@ -117,6 +129,7 @@ pub fn run<S: AsRef<std::ffi::OsStr>>(
         });
     }
     become_subreaper();
+    let oom_before = oom_kill_count();
     let start = Instant::now();
     let (mut child, _registered) = LiveChild::spawn(&mut cmd)?;
     let pgid = child.id() as libc::pid_t;
@@ -191,11 +204,16 @@ pub fn run<S: AsRef<std::ffi::OsStr>>(
     let log = log_rx
         .recv_timeout(grace.saturating_duration_since(Instant::now()) + Duration::from_millis(100))
         .unwrap_or_default();
+    let oom_kills = match (oom_before, oom_kill_count()) {
+        (Some(before), Some(after)) => Some(after.saturating_sub(before)),
+        _ => None,
+    };
     Ok(Outcome {
         lines,
         exit,
         log,
         elapsed,
+        oom_kills,
     })
 }
 
