@@ -92,6 +92,7 @@ pub(crate) const EXIT_BAD_INPUT: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let json_asked = std::env::args_os().skip(1).any(|a| a == "--json");
     // `ksearch show RUN | head` must end quietly when the reader goes away, as other Unix tools
     // do, instead of panicking on the broken pipe: the commands that only print get the default
     // action of SIGPIPE back (Rust's runtime ignores it). Commands that write to child processes
@@ -125,7 +126,15 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
             eprintln!("error: {err:#}");
-            ExitCode::from(exit_status_of(&err))
+            let code = exit_status_of(&err);
+            // A script that asked for JSON gets JSON on stdout for a failure too.
+            if json_asked {
+                println!(
+                    "{}",
+                    serde_json::json!({"status": "error", "exit": code, "error": format!("{err:#}")})
+                );
+            }
+            ExitCode::from(code)
         }
     }
 }
@@ -135,6 +144,18 @@ fn main() -> ExitCode {
 /// diverged), 2 for bad input.
 fn exit_status_of(err: &anyhow::Error) -> u8 {
     use ksearch_run::RunError;
+    // A full disk is the machine's failure, not the input's.
+    let disk_full = err.chain().any(|e| {
+        matches!(
+            e.downcast_ref::<ksearch_store::StoreError>(),
+            Some(ksearch_store::StoreError::DiskFull { .. })
+        ) || e
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::StorageFull)
+    });
+    if disk_full {
+        return EXIT_FAILED;
+    }
     match err.downcast_ref::<RunError>() {
         Some(RunError::Locked { .. } | RunError::DeviceAbsent { .. } | RunError::Diverged(_)) => EXIT_FAILED,
         Some(RunError::TaskChanged { .. } | RunError::Exists { .. }) | None => EXIT_BAD_INPUT,

@@ -221,3 +221,16 @@ fn source_paths_a_compiler_could_misread_are_bad_input() {
         );
     }
 }
+
+#[test]
+fn a_failure_asked_for_json_prints_json_on_stdout() {
+    let r = ksearch(&["run", "no_such_task", "--json"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let j = r.json();
+    assert_eq!(j["status"], "error");
+    assert_eq!(j["exit"], 2);
+    assert!(j["error"].as_str().unwrap().contains("no_such_task"), "{j}");
+    // Without --json stdout stays empty: the error is on stderr only.
+    let plain = ksearch(&["run", "no_such_task"]);
+    assert!(plain.stdout.is_empty() && plain.stderr.contains("no_such_task"));
+}
