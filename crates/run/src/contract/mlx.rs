@@ -21,7 +21,7 @@ pub(super) fn contract(s: &Setting<'_>) -> BackendContract {
     BackendContract {
         language: "mlx",
         signature: format!(
-            "`{}` launch spec (entry `FILE.toml::{entry}`) or Python launcher (entry `FILE.py::{entry}`)",
+            "A launch spec (the seed's entry: `{}::{entry}`) or a Python launcher (entry `FILE.py::{entry}`)",
             file(task)
         ),
         calling: format!(

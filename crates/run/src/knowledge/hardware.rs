@@ -33,7 +33,7 @@ const LATENCY_FLOOR_S: f64 = 5e-6;
 /// would bound a `threads` knob below a larger machine's cores and keep a matmul tile sized
 /// for AVX-512's 32 registers out of reach.
 pub fn hw_figures(kb: &Kb, target: &str) -> anyhow::Result<IndexMap<String, f64>> {
-    figures_with(kb, target, HostCpu::here())
+    figures_with(kb, target, HostCpu::for_device(kb, target))
 }
 
 /// As [`hw_figures`], with `host` as this machine's CPU.
@@ -135,7 +135,7 @@ fn knob_priors(kb: &Kb, template: &KernelTemplate, regime: Option<Regime>) -> an
 
 /// The knob tuner for `task` on device `device`.
 fn tuner_on(kb: &Kb, task: &Task, device: &str) -> anyhow::Result<Tuner> {
-    tuner_with(kb, task, device, HostCpu::here())
+    tuner_with(kb, task, device, HostCpu::for_device(kb, device))
 }
 
 /// As [`tuner_on`], with `host` as this machine's CPU.

@@ -323,6 +323,16 @@ impl HostCpu {
         })
     }
 
+    /// [`HostCpu::here`] when `device` is a CPU of `kb` (whose figures detection replaces),
+    /// else nothing detected: a GPU task's prompts need no compiler probe.
+    pub fn for_device(kb: &Kb, device: &str) -> &'static HostCpu {
+        static NONE: OnceLock<HostCpu> = OnceLock::new();
+        match kb.hardware(device) {
+            Ok(spec) if spec.kind == DeviceKind::Cpu => HostCpu::here(),
+            _ => NONE.get_or_init(HostCpu::default),
+        }
+    }
+
     /// This machine's CPU, without the compiler probe.
     pub fn detect() -> HostCpu {
         let mut host = if cfg!(target_os = "macos") {

@@ -41,7 +41,13 @@ pub fn task_query(task: &Task, device: &str) -> TaskQuery {
 /// note saying so (at `hardware` and `full`; `none` cites nothing). A CPU target is this
 /// machine's CPU, with the figures detected here ([`super::host`]).
 pub fn knowledge_for(kb: &Kb, task: &Task, platform: Platform, level: ContextLevel) -> anyhow::Result<Knowledge> {
-    knowledge_with(kb, task, platform, level, HostCpu::here())
+    knowledge_with(kb, task, platform, level, host_of(kb, task, platform))
+}
+
+/// This machine's CPU when `task` runs on a CPU ([`HostCpu::for_device`]).
+fn host_of(kb: &Kb, task: &Task, platform: Platform) -> &'static HostCpu {
+    let device = target_of(kb, task, platform).map(|t| t.device).unwrap_or_default();
+    HostCpu::for_device(kb, &device)
 }
 
 /// As [`knowledge_for`], with `host` as this machine's CPU.
@@ -64,7 +70,7 @@ pub(crate) fn knowledge_with(
 /// As [`knowledge_for`], for a chosen device (`m4-max`; what `ksearch kb show DEVICE --prompt
 /// LEVEL --task TASK` prints). A CPU is this machine's, as in the prompts.
 pub fn knowledge_on(kb: &Kb, task: &Task, device: &str, level: ContextLevel) -> anyhow::Result<Knowledge> {
-    let kb = kb_here(kb, device, HostCpu::here())?;
+    let kb = kb_here(kb, device, HostCpu::for_device(kb, device))?;
     cited(&kb, task, device, level)
 }
 
@@ -92,7 +98,7 @@ pub fn brief(kb: &Kb, task: &Task, level: ContextLevel) -> anyhow::Result<TaskBr
 
 /// As [`brief`], on `platform`, without the warning.
 pub fn brief_for(kb: &Kb, task: &Task, platform: Platform, level: ContextLevel) -> anyhow::Result<TaskBrief> {
-    brief_with(kb, task, platform, level, HostCpu::here())
+    brief_with(kb, task, platform, level, host_of(kb, task, platform))
 }
 
 /// As [`brief_for`], with `host` as this machine's CPU.
