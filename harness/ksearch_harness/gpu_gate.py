@@ -12,8 +12,10 @@ compiler and no Python package needed) that spins on a word of pinned host memor
 host writes 1 there, or until `limit_ns` have passed on the device's clock (%globaltimer). It
 then writes who opened it into the next word: 1 the host, 2 the time limit. The limit keeps a
 call that cannot be enqueued behind a closed gate from blocking forever: one that waits for the
-device (a synchronising copy, cudaFree, .item()) or fills the launch queue. Such a call is
-timed as without a gate (its events include the host's gaps); `expired` says so.
+device (a synchronising copy, cudaFree, .item(), a new cudaMalloc, the first launch of a kernel
+whose module CUDA loads lazily) or fills the launch queue. Such a call is timed as without a
+gate (its events include the host's gaps); `expired` says so. The timed calls follow the
+correctness trials, so the kernels they launch are loaded by then.
 
 The host clock around the gated call still starts before anything of the call is enqueued and
 ends after a device-wide synchronise, so work on another stream or thread lies inside it as

@@ -21,8 +21,9 @@ as before; Rust compares the two clocks.
 
 A call that cannot be enqueued behind a closed gate (it synchronises, frees memory or fills the
 launch queue) makes the gate open itself after gpu_gate.LIMIT_NS; that call is timed as without
-a gate, and so are that callee's later calls in the workload (`gate` says so). Where no gate can
-be made, every call is timed without one.
+a gate, and so are both callees' later calls in the workload (`gate` says so): the candidate and
+the reference are always timed alike, since Rust compares their gaps between the two clocks.
+Where no gate can be made, every call is timed without one.
 
 CUDA graphs (`timing.cuda_graph`: true, false or "auto"): with true, the candidate's call and
 the reference's are each captured once into a graph two warm-up pairs before the timed ones
@@ -95,12 +96,21 @@ def time_pairs(session, settings):
         if use:
             if gate.opened_by() == gpu_gate.OPENED:
                 event = max(event - overhead, 1.0)
-            else:  # it opened itself: this call, and the callee's later ones, without a gate
-                gated[who] = False
+            else:
+                # It opened itself: this call, and both callees' later ones, without a gate.
+                # Both: Rust's cross-check compares the candidate's gap between the clocks with
+                # the reference's, and a gated call's gap holds its launch path (the device
+                # waited for it) where an ungated one's does not, so the two must be timed
+                # alike (a gated seed beside gqa_paged_decode's ungated reference was flagged).
+                other = "reference" if who == "candidate" else "candidate"
+                gated[who] = gated[other] = False
                 gate_state[who] = (f"expired at call {k}: the call could not be enqueued behind "
                                    f"a closed gate within {gpu_gate.LIMIT_NS / 1e6:g} ms (it "
                                    f"waits for the device, or fills the launch queue); timed "
                                    f"without the gate from then on")
+                if gate_state[other] == "gated":
+                    gate_state[other] = (f"off from call {k}: the {who}'s gate expired, and both "
+                                         f"are timed alike")
         return returned, event, h1 - h0
 
     if mode in (False, "false", "off") or (mode == "auto" and gate is not None):

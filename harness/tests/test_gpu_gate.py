@@ -26,9 +26,11 @@ class Gate(unittest.TestCase):
         gate, why = gpu_gate.make(torch)
         self.assertIsNotNone(gate, why)
         after = torch.cuda.Event()
-        # Allocated first: a new allocation (cudaMalloc) may wait for the device, which a
-        # closed gate holds until its time limit.
+        # Allocated and run once first: a new allocation (cudaMalloc), and the first launch of
+        # a kernel (CUDA loads its module lazily), may wait for the device, which a closed gate
+        # holds until its time limit (on the H200 this test failed so until the add ran once).
         x = torch.ones(4, device="cuda")
+        x.add_(0)
         torch.cuda.synchronize()
         gate.close()
         gate.enqueue(torch.cuda.current_stream().cuda_stream)
@@ -108,7 +110,9 @@ class GatedTiming(unittest.TestCase):
         self.assertEqual(result.statuses, ["passed"], result.stderr[-2000:])
         gate = result.workloads[0]["timing"]["gate"]
         self.assertTrue(gate["candidate"].startswith("expired at call 0"), gate)
-        self.assertEqual(gate["reference"], "gated")
+        # The reference is then timed without the gate too: the clocks' cross-check compares
+        # the two calls' gaps, which a gate changes.
+        self.assertTrue(gate["reference"].startswith("off from call 0"), gate)
 
 
 class EarlyBuild(unittest.TestCase):
