@@ -24,6 +24,10 @@ pub(crate) struct ShowArgs {
 struct RunView {
     engine: Engine,
     state: String,
+    /// Who answers the planner and coder, and the model behind an agent where the run says.
+    brain: String,
+    /// Where evaluations run (`local` or `deferred`).
+    executor: String,
     best: Option<i64>,
     budget: Budget,
 }
@@ -60,8 +64,33 @@ fn view(run_dir: &Path) -> anyhow::Result<RunView> {
             .count(),
         evaluations: store.evaluations()?.len(),
     };
+    let brain = match store.meta("brain")? {
+        Some(v) => serde_json::from_value::<ksearch_run::BrainSpec>(v)
+            .map(|b| b.describe())
+            .unwrap_or_else(|_| "an unreadable brain record".into()),
+        None => "not recorded".into(),
+    };
+    let brain = match store.meta("brain_note")?.and_then(|v| v.as_str().map(str::to_string)) {
+        Some(note) => format!("{brain} ({note})"),
+        None => brain,
+    };
+    let executor = store
+        .meta("executor")?
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "local".into());
     let (state, best) = match engine.pending() {
         Some(Request::Finished { best_candidate, reason }) => (format!("finished: {reason}"), *best_candidate),
+        Some(Request::Evaluate { .. }) if executor == "deferred" => (
+            "in progress, waiting for `ksearch evaluate` (evaluations deferred)".to_string(),
+            engine.best().map(|b| b.id),
+        ),
+        Some(r @ (Request::Plan { .. } | Request::Code { .. })) if brain.starts_with("an external agent") => (
+            format!(
+                "in progress, waiting for the agent's {} answer (`ksearch agent next`)",
+                r.role()
+            ),
+            engine.best().map(|b| b.id),
+        ),
         Some(r) => (
             format!(
                 "in progress, waiting on the {} (resume with `ksearch resume`)",
@@ -74,6 +103,8 @@ fn view(run_dir: &Path) -> anyhow::Result<RunView> {
     Ok(RunView {
         engine,
         state,
+        brain,
+        executor,
         best,
         budget,
     })
@@ -120,6 +151,7 @@ pub(crate) fn show_json(run_dir: &Path) -> anyhow::Result<serde_json::Value> {
     let b = &v.budget;
     Ok(json!({
         "run_dir": run_dir, "task": e.task().map(|t| t.name.clone()), "state": v.state, "round": e.round(),
+        "brain": v.brain, "executor": v.executor,
         "rounds": e.config().rounds, "best_candidate": v.best,
         "world_model": e.world_model().to_json(), "candidates": candidates, "answers_without_code": no_code,
         "budget": {"llm_calls": b.calls, "failed_llm_calls": b.failed_calls, "input_tokens": b.tokens_in,
@@ -137,6 +169,7 @@ pub(crate) fn run(args: &ShowArgs) -> anyhow::Result<u8> {
     let e = &v.engine;
     let task = e.task().map(|t| t.name.clone()).unwrap_or_default();
     println!("run {}  task {task}  {}", args.run_dir.display(), v.state);
+    println!("brain: {}; evaluations: {}", v.brain, v.executor);
     println!(
         "rounds {}/{}, cycles {}, candidates {}",
         e.round(),
