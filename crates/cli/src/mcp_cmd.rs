@@ -222,6 +222,7 @@ fn start_search(args: StartSearchArgs) -> anyhow::Result<serde_json::Value> {
             devices: None,
             executor,
             brain_note: args.model.clone(),
+            profile: false,
         },
         args.out.map(PathBuf::from),
         args.seed,

@@ -76,6 +76,11 @@ pub(crate) struct RunArgs {
     /// agent mode via a coding agent"); recorded in the run and shown by `ksearch show`.
     #[arg(long, value_name = "TEXT")]
     agent_model: Option<String>,
+    /// Profile every passing candidate with Nsight Compute where `ncu` is found (GPU
+    /// backends): throughputs against peak, occupancy, warp stalls, L2 hits and tensor pipes go
+    /// to the planner and coder with the candidate's other evidence (about 10 s a candidate).
+    #[arg(long)]
+    profile: bool,
     /// Print one JSON object at the end instead of a summary.
     #[arg(long)]
     json: bool,
@@ -181,6 +186,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
             devices: args.devices.clone(),
             executor: args.executor,
             brain_note: args.agent_model.clone(),
+            profile: args.profile,
         },
         args.out.clone(),
         args.seed,

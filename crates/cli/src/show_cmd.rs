@@ -341,6 +341,7 @@ mod tests {
             log_tail: String::new(),
             suspicious: None,
             resources: vec![],
+            profile: None,
         }
     }
 

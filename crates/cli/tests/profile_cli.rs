@@ -126,3 +126,33 @@ fn profile_options_are_checked_before_anything_runs() {
     assert_eq!(plain.code, 0, "{}", plain.stderr);
     assert!(plain.json().get("profile").is_none());
 }
+
+#[test]
+fn a_run_with_profile_and_no_ncu_says_so_and_searches_on() {
+    let task = fixture("tiny_softmax_tunable");
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("run");
+    let r = ksearch_env(
+        &[
+            "run",
+            task.to_str().unwrap(),
+            "--brain",
+            "tuner",
+            "--rounds",
+            "2",
+            "--seed",
+            "3",
+            "--profile",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[("KSEARCH_NCU", "/nonexistent/ncu")],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("--profile: Nsight Compute (ncu) was not found here"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.contains("finished"), "{}", r.stdout);
+}

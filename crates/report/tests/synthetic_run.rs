@@ -56,6 +56,7 @@ fn summary(status: &str, speedup: Option<f64>, resources: Vec<KernelResources>) 
         log_tail: String::new(),
         suspicious: None,
         resources,
+        profile: None,
     }
 }
 

@@ -30,6 +30,8 @@ pub struct SearchSettings {
     pub executor: ExecutorKind,
     /// Who answers an agent-mode run (model, and how), recorded for `ksearch show`.
     pub brain_note: Option<String>,
+    /// Profile every passing candidate with Nsight Compute, for the planner (`--profile`).
+    pub profile: bool,
 }
 
 /// A run directory just created (open and locked by this process, its task read back from its
@@ -88,6 +90,9 @@ pub fn create_run(
     store.set_meta("run_seed", &json!(run_seed))?;
     store.set_meta("ksearch_version", &json!(env!("CARGO_PKG_VERSION")))?;
     store.set_meta("executor", &json!(settings.executor))?;
+    if settings.profile {
+        store.set_meta("profile", &json!(true))?;
+    }
     if let Some(devices) = &settings.devices {
         store.set_meta("devices", &json!(devices))?;
     }

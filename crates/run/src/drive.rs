@@ -116,6 +116,13 @@ pub fn drive(run: &OpenRun, llm_config: &LlmConfig, opts: &DriveOptions) -> anyh
             &local
         }
     };
+    let profile = store.meta("profile")?.and_then(|v| v.as_bool()).unwrap_or(false);
+    if profile && kind == ExecutorKind::Local && ksearch_eval::profile::find_ncu().is_none() && !opts.quiet {
+        eprintln!(
+            "ksearch: --profile: Nsight Compute (ncu) was not found here (KSEARCH_NCU, CUDA_HOME, PATH); candidates \
+             are evaluated without profiles"
+        );
+    }
     let mut driver = Driver {
         store,
         engine,
@@ -130,6 +137,7 @@ pub fn drive(run: &OpenRun, llm_config: &LlmConfig, opts: &DriveOptions) -> anyh
         max_evaluations: opts.max_evaluations,
         max_in_flight: 0,
         evaluated: Vec::new(),
+        profile,
     };
     let stopped = driver.run(&rt)?;
     let Driver {

@@ -48,6 +48,8 @@ pub(crate) struct Driver<'a> {
     pub max_in_flight: usize,
     /// Evaluations this drive ran (their results recorded).
     pub evaluated: Vec<i64>,
+    /// Profile every passing search candidate (the run's `profile` setting).
+    pub profile: bool,
 }
 
 /// Evaluation summaries of a recorded run, keyed by what was evaluated.
@@ -203,6 +205,7 @@ struct Shared<'e> {
     eval_template: &'e EvalOptions,
     recorded: Option<&'e RecordedEvaluations>,
     executor: &'e dyn Executor,
+    profile: bool,
 }
 
 impl Driver<'_> {
@@ -215,6 +218,7 @@ impl Driver<'_> {
             eval_template: &self.eval_template,
             recorded: self.recorded.as_ref(),
             executor: self.executor,
+            profile: self.profile,
         };
         let max_evaluations = self.max_evaluations;
         let evaluated = &mut self.evaluated;
@@ -499,6 +503,7 @@ impl<'e> Shared<'e> {
                             purpose,
                             solution,
                             opts,
+                            profile: self.profile && purpose == Purpose::Search,
                         }))
                     }
                 }

@@ -25,6 +25,8 @@ pub struct EvalJob {
     pub purpose: Purpose,
     pub solution: Solution,
     pub opts: EvalOptions,
+    /// Profile the candidate (Nsight Compute) once it passed (`ksearch run --profile`).
+    pub profile: bool,
 }
 
 /// The device an evaluation ran on: the pool's label (`cuda:1`, `cpu:0`) and the GPU's UUID.
@@ -109,7 +111,21 @@ impl Executor for Local {
             opts.device = device;
         }
         opts.env = env;
-        let result = evaluate(task, &job.solution, &opts, &notify);
+        let mut result = evaluate(task, &job.solution, &opts, &notify);
+        if let Ok(evaluation) = &mut result {
+            if job.profile && evaluation.passed() {
+                // On the same leased device, after the timing: the profiler's replays touch no
+                // measurement. A profile that cannot be taken says why in its note.
+                let popts = ksearch_eval::profile::ProfileOptions::default();
+                evaluation.profile = Some(ksearch_eval::profile::profile(
+                    task,
+                    &job.solution,
+                    &opts,
+                    &popts,
+                    &notify,
+                ));
+            }
+        }
         EvalDone {
             device: Leased {
                 label: lease.label(),

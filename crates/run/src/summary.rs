@@ -42,6 +42,12 @@ pub fn summarize(e: &Evaluation) -> EvalSummary {
         log_tail: tail(&log, LOG_LINES),
         suspicious,
         resources: e.compile.as_ref().map(|c| c.resources.clone()).unwrap_or_default(),
+        // Only a profile that was taken reaches the prompts; why one was not is in the record.
+        profile: e
+            .profile
+            .as_ref()
+            .filter(|p| p.status == ksearch_eval::profile::ProfileStatus::Profiled)
+            .map(ksearch_eval::profile::summary),
     }
 }
 

@@ -35,6 +35,7 @@ fn prompts(brief: TaskBrief) -> (String, String) {
                     log_tail: String::new(),
                     suspicious: None,
                     resources: vec![],
+                    profile: None,
                 },
             },
             Request::Plan { id, messages, .. } => {

@@ -169,5 +169,6 @@ fn summary(speedup: f64) -> EvalSummary {
         log_tail: String::new(),
         suspicious: None,
         resources: vec![],
+        profile: None,
     }
 }

@@ -44,6 +44,7 @@ fn measured(text: &str) -> EvalSummary {
         log_tail: String::new(),
         suspicious: None,
         resources: vec![],
+        profile: None,
     }
 }
 

@@ -155,3 +155,46 @@ fn many_long_attempts_stay_within_the_budget() {
         }
     }
 }
+
+#[test]
+fn a_profile_of_an_attempt_reaches_the_next_prompts() {
+    let config = EngineConfig {
+        rounds: 3,
+        stagnation_window: 3,
+        knob_share: 0.0,
+        ..EngineConfig::default()
+    };
+    let profiled = |sources: &[Source]| {
+        let mut s = measure(sources);
+        if s.passed() {
+            s.profile = Some(
+                "Profile (ncu 2025.3, workload w, 1 kernel, 9.1 us of GPU time per call under ncu):\n- throughput, \
+                 % of peak: memory 81%, compute (SM) 12%"
+                    .into(),
+            );
+        }
+        s
+    };
+    let (_, events) = drive_with(true, config, planner, |_, k| answers(k), profiled, 500);
+    let all = prompts(&events);
+    let (_, improve) = all.iter().find(|(k, _)| k == "improve").expect("an improve request");
+    assert!(
+        improve.contains("profile: Profile (ncu 2025.3, workload w"),
+        "{improve}"
+    );
+    assert!(improve.contains("memory 81%, compute (SM) 12%"), "{improve}");
+    // Without profiles (the default), no profile line.
+    let (_, plain) = drive_with(
+        true,
+        EngineConfig {
+            rounds: 3,
+            knob_share: 0.0,
+            ..EngineConfig::default()
+        },
+        planner,
+        |_, k| answers(k),
+        measure,
+        500,
+    );
+    assert!(prompts(&plain).iter().all(|(_, p)| !p.contains("profile:")));
+}

@@ -552,6 +552,7 @@ fn the_knob_tuner_serves_the_baselines_too() {
                         log_tail: String::new(),
                         suspicious: None,
                         resources: vec![],
+                        profile: None,
                     },
                 },
             };

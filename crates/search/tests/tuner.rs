@@ -135,6 +135,7 @@ fn drive(t: &Tuner, config: EngineConfig, noise: f64) -> Engine {
                         log_tail: String::new(),
                         suspicious: None,
                         resources: vec![],
+                        profile: None,
                     }
                 };
                 Event::Evaluated {

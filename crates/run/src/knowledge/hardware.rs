@@ -324,6 +324,7 @@ mod tests {
             log_tail: String::new(),
             suspicious: None,
             resources: vec![],
+            profile: None,
         };
         let evaluated = Event::Evaluated {
             request_id: id,

@@ -66,6 +66,7 @@ pub(super) fn init_prompt(brief: TaskBrief) -> String {
             log_tail: String::new(),
             suspicious: None,
             resources: vec![],
+            profile: None,
         };
         engine
             .apply(&Event::Evaluated {

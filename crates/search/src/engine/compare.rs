@@ -241,6 +241,7 @@ mod tests {
             log_tail: String::new(),
             suspicious: None,
             resources: vec![],
+            profile: None,
         }
     }
 

@@ -244,6 +244,9 @@ pub(super) fn attempt_entry(e: &Engine, a: &AttemptRecord, diff: bool) -> String
         if !resources.is_empty() {
             out.push_str(&indent("resources", &resources));
         }
+        if let Some(profile) = r.profile.as_deref().filter(|p| !p.trim().is_empty()) {
+            out.push_str(&indent("profile", profile));
+        }
     }
     if diff {
         if let (Some(c), Some(p)) = (candidate, a.parent.and_then(|p| e.candidate(p))) {

@@ -200,6 +200,11 @@ pub struct EvalSummary {
     /// existed; not serialised when empty, so such events read and write as before.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resources: Vec<KernelResources>,
+    /// What a profiler measured of the candidate (Nsight Compute: throughputs against peak,
+    /// occupancy, warp stalls, L2 hits, tensor pipes), as a few lines for the planner; `None`
+    /// where the run does not profile (`ksearch run --profile`) and in runs recorded before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 /// One kernel's compiler resources, as the evaluation record's `compile.resources` has them
@@ -218,6 +223,7 @@ impl EvalSummary {
             log_tail: String::new(),
             suspicious: None,
             resources: vec![],
+            profile: None,
         }
     }
 

@@ -49,6 +49,7 @@ pub fn summary(text: &str) -> EvalSummary {
         },
         suspicious: None,
         resources: vec![],
+        profile: None,
     }
 }
 
