@@ -10,7 +10,7 @@
 # raw JSON records are kept in the work folder ($KEEP, if set, else a temp dir). Exits 1 when
 # a case is not as expected.
 #
-# Usage: bench/adversarial_gpu.sh [KSEARCH_BINARY]
+# Usage: [ONLY=case.cu,...] bench/adversarial_gpu.sh [KSEARCH_BINARY]
 #   default binary: .gpu-transfer/bin/ksearch, else target/release/ksearch.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -72,6 +72,11 @@ def every_call_refused(log):
 
 
 log_checks = {"cuda/other_processes.cu": every_call_refused}
+
+# ONLY=a.cu,b.cu keeps only those cases (a device call with little time left).
+only = [x for x in os.environ.get("ONLY", "").split(",") if x]
+if only:
+    cases = [c for c in cases if any(c[0].endswith(o) for o in only)]
 
 rows, bad = [], []
 for i, (name, want, want_flag, fragment, checked) in enumerate(cases):
