@@ -695,12 +695,29 @@ fn report(engine: &Engine, event: &Event, progress: &Progress) {
     } = event
     {
         let c = engine.candidate(*candidate_id);
-        let best = engine
-            .best()
-            .map(|b| format!("best {:.2}x (candidate {})", b.speedup().unwrap_or(0.0), b.id))
-            .unwrap_or_else(|| "no passing candidate yet".into());
         // A final re-measurement is labelled as such, not as the round that produced it.
         let is_final = c.is_some_and(|c| c.final_result.as_ref() == Some(summary));
+        let best = if is_final {
+            // While the finalists are re-measured, the search's best is not the answer yet: the
+            // line says the fastest re-measurement so far.
+            engine
+                .candidates()
+                .iter()
+                .filter_map(|c| {
+                    c.final_result
+                        .as_ref()
+                        .filter(|r| r.passed())
+                        .map(|r| (c.id, r.speedup))
+                })
+                .max_by(|a, b| a.1.unwrap_or(0.0).total_cmp(&b.1.unwrap_or(0.0)))
+                .map(|(id, s)| format!("fastest re-measured {:.2}x (candidate {id})", s.unwrap_or(0.0)))
+                .unwrap_or_else(|| "no finalist re-measured as passing yet".into())
+        } else {
+            engine
+                .best()
+                .map(|b| format!("best {:.2}x (candidate {})", b.speedup().unwrap_or(0.0), b.id))
+                .unwrap_or_else(|| "no passing candidate yet".into())
+        };
         let round = match c {
             Some(_) if is_final => "final".to_string(),
             Some(c) => c.round.to_string(),
