@@ -185,6 +185,17 @@ mod tests {
     }
 
     #[test]
+    fn a_variable_named_write_is_not_output_but_a_call_to_write_is() {
+        let cfg = TaskConfig::default();
+        let kernel = "void f(float *y, int write) { if (write) y[0] = 1.0f; }\n";
+        assert_eq!(check_sources("c", &src(kernel), &cfg), None);
+        let r = check_sources("c", &src("void f(float *y) { write(1, y, 4); }\n"), &cfg).unwrap();
+        assert!(r.reason.contains("writes output"), "{}", r.reason);
+        let r = check_sources("c", &src("void f(float *y) { fputs(\"x\", stderr); }\n"), &cfg).unwrap();
+        assert!(r.reason.contains("writes output"), "{}", r.reason);
+    }
+
+    #[test]
     fn comments_do_not_trigger_but_code_after_them_does() {
         let cfg = TaskConfig::default();
         assert_eq!(

@@ -98,7 +98,9 @@ pub(super) fn contract(s: &Setting<'_>) -> BackendContract {
              Destination-passing style, called through ctypes: the inputs in definition order (arrays as pointers to \
              contiguous row-major host memory, scalars by value), then the outputs (pointers to buffers the harness \
              allocated), then every varying axis as int64_t; it returns void. {} On Linux it runs in a confined worker \
-             process (no writing files, no sockets, no new processes), and all work is done before it returns.",
+             process (no writing files, no sockets, no new processes), and all work is done before it returns. No \
+             inline assembly (`asm`, `__asm__`: the static check refuses it); use the compiler's intrinsics \
+             (immintrin.h, arm_neon.h).",
             file(task),
             entry(task),
             writes(task),

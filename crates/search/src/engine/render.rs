@@ -54,6 +54,13 @@ pub(super) fn describe(c: &Candidate) -> String {
 /// latest attempts.
 pub(super) fn performance(e: &Engine) -> String {
     let mut out = Vec::new();
+    // The budget, so a planner can plan its bets (a long shot late is a waste, early a chance).
+    let rounds = e.config.rounds;
+    let used = e.round.min(rounds);
+    out.push(format!(
+        "Budget: {used} of {rounds} coder rounds used, {} left.",
+        rounds.saturating_sub(used)
+    ));
     if let Some(seed) = e.candidates.first().filter(|c| c.cycle == 0) {
         out.push(format!("Seed (candidate {}): {}", seed.id, describe(seed)));
     }
