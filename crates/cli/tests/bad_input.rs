@@ -234,3 +234,22 @@ fn a_failure_asked_for_json_prints_json_on_stdout() {
     let plain = ksearch(&["run", "no_such_task"]);
     assert!(plain.stdout.is_empty() && plain.stderr.contains("no_such_task"));
 }
+
+#[test]
+fn a_task_folder_with_several_problems_names_them_all() {
+    let task = copy_fixture("tiny_softmax");
+    let toml = task.path().join("task.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        text.replace("seed = \"seed.c\"", "seed = \"missing_seed.c\"")
+            + "\n[[baselines]]\nname = \"naive\"\nfile = \"missing_baseline.c\"\nentry = \"softmax\"\n",
+    )
+    .unwrap();
+    std::fs::write(task.path().join("workloads.jsonl"), "{\"uuid\": \"w\", \"axes\": {}}\n").unwrap();
+    let r = eval_task_dir(task.path());
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    for needle in ["missing_seed.c", "missing_baseline.c", "workloads.jsonl"] {
+        assert!(r.stderr.contains(needle), "{needle}: {}", r.stderr);
+    }
+}

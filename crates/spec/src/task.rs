@@ -91,16 +91,28 @@ impl Task {
         let def_text = read("definition.json")?
             .ok_or_else(|| SpecError::one(&def_file, "", "not found; a task folder needs definition.json"))?;
         let definition = Definition::parse(&def_file, &def_text)?;
+        // Everything below depends on the definition alone, so its problems are gathered and
+        // reported together (a folder with several problems names them all), not one per try.
+        let mut problems: Vec<crate::error::Problem> = Vec::new();
         let wl_file = display("workloads.jsonl");
-        let wl_text = read("workloads.jsonl")?
-            .ok_or_else(|| SpecError::one(&wl_file, "", "not found; a task folder needs workloads.jsonl"))?;
-        let workloads = parse_workloads(&wl_file, &wl_text, &definition, exists)?;
+        let workloads = gather(
+            read("workloads.jsonl")?
+                .ok_or_else(|| SpecError::one(&wl_file, "", "not found; a task folder needs workloads.jsonl"))
+                .and_then(|text| parse_workloads(&wl_file, &text, &definition, exists)),
+            &mut problems,
+        )?;
         let config = match read("task.toml")? {
-            Some(text) => TaskConfig::parse(&display("task.toml"), &text, &definition)?,
-            None => TaskConfig::default(),
+            Some(text) => TaskConfig::parse(&display("task.toml"), &text, &definition),
+            None => Ok(TaskConfig::default()),
         };
-        let seed = match &config.kernel.seed {
-            Some(rel) => {
+        let Some(config) = gather(config, &mut problems)? else {
+            return Err(SpecError::Invalid(problems));
+        };
+        let seed = gather(
+            (|| -> Result<Option<SourceFile>, SpecError> {
+                let Some(rel) = &config.kernel.seed else {
+                    return Ok(None);
+                };
                 let content = read(rel)?.ok_or_else(|| {
                     SpecError::one(
                         display("task.toml"),
@@ -112,42 +124,47 @@ impl Task {
                     .file_name()
                     .map(|n| n.to_string_lossy().to_string())
                     .unwrap_or_else(|| rel.clone());
-                Some(SourceFile {
+                Ok(Some(SourceFile {
                     path: file_name,
                     content,
-                })
-            }
-            None => None,
-        };
-        let template = match (&config.kernel.template, &config.kernel.knobs) {
-            (None, None) => None,
-            (Some(t), Some(k)) => {
-                let missing = |rel: &str| {
-                    SpecError::one(
+                }))
+            })(),
+            &mut problems,
+        )?
+        .flatten();
+        let template = gather(
+            (|| -> Result<Option<KernelTemplate>, SpecError> {
+                match (&config.kernel.template, &config.kernel.knobs) {
+                    (None, None) => Ok(None),
+                    (Some(t), Some(k)) => {
+                        let missing = |rel: &str| {
+                            SpecError::one(
+                                display("task.toml"),
+                                "kernel",
+                                format!("'{rel}' does not exist in the task folder"),
+                            )
+                        };
+                        let source = read(t)?.ok_or_else(|| missing(t))?;
+                        let space = KnobSpace::parse(&display(k), &read(k)?.ok_or_else(|| missing(k))?)?;
+                        let name = Path::new(t)
+                            .file_name()
+                            .map(|n| n.to_string_lossy().to_string())
+                            .unwrap_or_default();
+                        let file = name.strip_suffix(".j2").unwrap_or(&name).to_string();
+                        let template = KernelTemplate { file, source, space };
+                        template.validate(&display(t))?;
+                        Ok(Some(template))
+                    }
+                    _ => Err(SpecError::one(
                         display("task.toml"),
                         "kernel",
-                        format!("'{rel}' does not exist in the task folder"),
-                    )
-                };
-                let source = read(t)?.ok_or_else(|| missing(t))?;
-                let space = KnobSpace::parse(&display(k), &read(k)?.ok_or_else(|| missing(k))?)?;
-                let name = Path::new(t)
-                    .file_name()
-                    .map(|n| n.to_string_lossy().to_string())
-                    .unwrap_or_default();
-                let file = name.strip_suffix(".j2").unwrap_or(&name).to_string();
-                let template = KernelTemplate { file, source, space };
-                template.validate(&display(t))?;
-                Some(template)
-            }
-            _ => {
-                return Err(SpecError::one(
-                    display("task.toml"),
-                    "kernel",
-                    "`template` and `knobs` go together: give both or neither",
-                ))
-            }
-        };
+                        "`template` and `knobs` go together: give both or neither",
+                    )),
+                }
+            })(),
+            &mut problems,
+        )?
+        .flatten();
         let mut baselines = Vec::new();
         for (i, b) in config.baselines.iter().enumerate() {
             let content = read(&b.file)?.ok_or_else(|| {
@@ -156,7 +173,10 @@ impl Task {
                     format!("baselines[{i}].file"),
                     format!("'{}' does not exist in the task folder", b.file),
                 )
-            })?;
+            });
+            let Some(content) = gather(content, &mut problems)? else {
+                continue;
+            };
             let language = b
                 .language
                 .clone()
@@ -192,7 +212,13 @@ impl Task {
             TaskOrigin::Folder(dir) => Some(dir.as_path()),
             TaskOrigin::Builtin(_) => None,
         };
-        let expertise = crate::expertise::load(&config.expertise, read, task_dir, &display("task.toml"))?;
+        let expertise = gather(
+            crate::expertise::load(&config.expertise, read, task_dir, &display("task.toml")),
+            &mut problems,
+        )?;
+        let (Some(workloads), Some(expertise), true) = (workloads, expertise, problems.is_empty()) else {
+            return Err(SpecError::Invalid(problems));
+        };
         Ok(Task {
             origin,
             definition,
@@ -239,6 +265,20 @@ fn display_path(origin: &TaskOrigin, name: &str) -> String {
     match origin {
         TaskOrigin::Folder(dir) => dir.join(name).display().to_string(),
         TaskOrigin::Builtin(task) => format!("tasks/{task}/{name} (built-in)"),
+    }
+}
+
+/// `result`'s value; its validation problems are added to `problems` instead (`None`), so that
+/// independent parts of a task are all checked; an error that is not a validation failure (a
+/// file that cannot be read) ends the load at once.
+fn gather<T>(result: Result<T, SpecError>, problems: &mut Vec<crate::error::Problem>) -> Result<Option<T>, SpecError> {
+    match result {
+        Ok(v) => Ok(Some(v)),
+        Err(SpecError::Invalid(mut found)) => {
+            problems.append(&mut found);
+            Ok(None)
+        }
+        Err(other) => Err(other),
     }
 }
 
