@@ -373,3 +373,56 @@ fn kill_9_during_evaluate_loses_nothing_and_records_nothing_twice() {
     let show = setup.show(&run);
     assert!(show["state"].as_str().unwrap().starts_with("finished"), "{show}");
 }
+
+#[test]
+fn two_runs_into_one_directory_at_once_leave_one_whole_run() {
+    let work = tempfile::tempdir().unwrap();
+    let task = fixture("tiny_softmax_tunable");
+    for i in 0..6 {
+        let out = work.path().join(format!("r{i}"));
+        let spawn = || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_ksearch"))
+                .args([
+                    "run",
+                    task.to_str().unwrap(),
+                    "--brain",
+                    "tuner",
+                    "--rounds",
+                    "1",
+                    "--seed",
+                    "4",
+                    "--json",
+                    "--out",
+                ])
+                .arg(&out)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+        let won = outs.iter().filter(|o| o.status.code() == Some(0)).count();
+        assert_eq!(
+            won,
+            1,
+            "try {i}: {:?}",
+            outs.iter()
+                .map(|o| String::from_utf8_lossy(&o.stderr).to_string())
+                .collect::<Vec<_>>()
+        );
+        let lost = outs.iter().find(|o| o.status.code() != Some(0)).unwrap();
+        let why = String::from_utf8_lossy(&lost.stderr);
+        assert!(
+            why.contains("in use by ksearch run") || why.contains("already holds a run"),
+            "try {i}: the second run must be refused cleanly: {why}"
+        );
+        // The directory holds one whole run that show and resume accept.
+        let show = ksearch(&["show", out.to_str().unwrap(), "--json"]);
+        assert_eq!(show.code, 0, "try {i}: {}", show.stderr);
+        assert!(
+            show.json()["state"].as_str().unwrap().starts_with("finished"),
+            "try {i}"
+        );
+    }
+}
