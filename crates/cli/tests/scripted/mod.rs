@@ -53,6 +53,21 @@ void softmax(const float *x, float *y, int64_t M, int64_t N) {
 }
 "#;
 
+/// The seed of the scripted run: correct, with the exponentials computed twice.
+const SLOW_SEED: &str = r#"#include <stdint.h>
+#include <math.h>
+void softmax(const float *x, float *y, int64_t M, int64_t N) {
+    for (int64_t i = 0; i < M; i++) {
+        const float *r = x + i * N; float *o = y + i * N;
+        float m = r[0];
+        for (int64_t j = 1; j < N; j++) m = r[j] > m ? r[j] : m;
+        double s = 0;
+        for (int64_t j = 0; j < N; j++) s += expf(r[j] - m);
+        for (int64_t j = 0; j < N; j++) o[j] = (float)(expf(r[j] - m) / s);
+    }
+}
+"#;
+
 pub fn fast() -> String {
     FAST.replace("MARKUP", XSS_KERNEL)
 }
@@ -121,6 +136,10 @@ impl AgentRun {
     pub fn start(rounds: u32) -> AgentRun {
         let work = tempfile::tempdir().unwrap();
         let task = copy_fixture("tiny_softmax");
+        // A seed that takes two expf per element, so that FAST (one, four partial sums, a
+        // reciprocal) is clearly the run's best even on a loaded machine, where the paired rule
+        // keeps the incumbent for differences within the noise.
+        std::fs::write(task.path().join("seed.c"), SLOW_SEED).unwrap();
         let run_dir = work.path().join("scripted-agent");
         let run = AgentRun {
             work,
