@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
-"""Tabulates agent-mode runs: best speedup, best-so-far after given rounds, and how often a
-node's kept candidate (its solution) was not the fastest candidate measured on that node.
+"""Tabulates agent-mode runs: the highest speedup measured in the search and in the final
+re-measurement, the candidate the run chose (and its final re-measurement), the highest
+speedup measured after given rounds, and how often a node's kept candidate (its solution) was
+not the fastest candidate measured on that node. Speedups are against the reference as timed in
+each candidate's own evaluation, so they carry the reference's drift; the run's choice is made
+by the candidates' own times (docs/engine.md).
 
 Usage: bench/brains_table.py KSEARCH_BIN RUN_DIR... [--at 5,10,15,20,25] [--json OUT]
 "Fastest" is by the geometric mean of the candidate's own per-workload medians over the workloads
@@ -68,17 +72,23 @@ def main(argv):
             if any(faster(c, kept) for c in mine if c["id"] != kept["id"]):
                 kept_not_fastest += 1
         final = [c.get("final_speedup") for c in cands if c.get("final_speedup")]
+        chosen = next((c for c in cands if c["id"] == d.get("best_candidate")), None)
+        chosen_final = chosen.get("final_speedup") if chosen else None
         rows.append({"run": run, "task": d["task"], "rounds": d["round"], "state": d["state"][:40],
                      "best_speedup": round(max((c["speedup"] for c in passed), default=0), 2),
                      "best_final": round(max(final), 2) if final else None,
+                     "run_best": d.get("best_candidate"),
+                     "run_best_final": round(chosen_final, 2) if chosen_final else None,
                      "best_at": dict(zip(at, best_at)),
                      "solved_nodes": judged, "kept_not_fastest": kept_not_fastest})
-    head = "| run | rounds | best (search) | best (final re-measure) | " + " | ".join(f"@{r}" for r in at) + " | nodes kept not fastest |"
+    head = ("| run | rounds | highest search speedup | highest final re-measurement | the run's best: candidate, "
+            "final | " + " | ".join(f"@{r}" for r in at) + " | nodes kept not fastest |")
     print(head)
-    print("|" + "---|" * (5 + len(at)))
+    print("|" + "---|" * (6 + len(at)))
     for r in rows:
         final = f"{r['best_final']}x" if r["best_final"] else "-"
-        print(f"| {r['run']} | {r['rounds']} | {r['best_speedup']}x | {final} | "
+        chosen = f"{r['run_best']}, {r['run_best_final']}x" if r["run_best_final"] else (str(r["run_best"]) if r["run_best"] else "-")
+        print(f"| {r['run']} | {r['rounds']} | {r['best_speedup']}x | {final} | {chosen} | "
               + " | ".join(f"{v}x" if v else "-" for v in r["best_at"].values())
               + f" | {r['kept_not_fastest']} of {r['solved_nodes']} |")
     if out_json:
