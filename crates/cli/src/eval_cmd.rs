@@ -121,7 +121,7 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
             args.memory_limit
         ));
     }
-    let mut opts = EvalOptions::new(args.seed.unwrap_or_else(fresh_seed));
+    let mut opts = EvalOptions::new(args.seed.unwrap_or_else(ksearch_run::fresh_seed));
     opts.trials = args.trials;
     opts.timeout = args.timeout.and_then(|t| Duration::try_from_secs_f64(t).ok());
     opts.memory_bytes = Some(args.memory_limit.saturating_mul(1 << 20));
@@ -248,15 +248,6 @@ const MIN_MEMORY_MIB: u64 = 512;
 fn bad_input(message: &str) -> anyhow::Result<u8> {
     eprintln!("error: {message}");
     Ok(EXIT_BAD_INPUT)
-}
-
-pub(crate) fn fresh_seed() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    // Mix in the pid so two evaluations started in the same instant still differ.
-    ((nanos as u64) ^ ((std::process::id() as u64) << 32)) % 1_000_000_007
 }
 
 fn print_table(e: &Evaluation) {
@@ -387,7 +378,7 @@ fn lock_device(
     };
     let pool = ksearch_devices::DevicePool::new(vec![chosen])?;
     let lease = pool.lease_locked(&ksearch_devices::DeviceLocks::from_env(), notify)?;
-    let (placed, env) = crate::driver::placement(lease.device(), language);
+    let (placed, env) = ksearch_run::placement(lease.device(), language);
     if placed.is_some() {
         opts.device = placed;
     }
@@ -398,7 +389,7 @@ fn lock_device(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::summary::tests::{evaluation, softmax_kernel};
+    use ksearch_run::summary::fixtures::{evaluation, softmax_kernel};
 
     #[test]
     fn the_compilers_resources_follow_the_table() {

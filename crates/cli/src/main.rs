@@ -16,18 +16,8 @@ mod show_cmd;
 mod sweep_cmd;
 mod tasks_cmd;
 
-// The paths the commands used before the run crate existed.
+// The knowledge base as the run crate loads it (kb, doctor, sweep and eval commands).
 pub(crate) use ksearch_run::knowledge;
-mod driver {
-    pub(crate) use ksearch_run::placement;
-}
-mod summary {
-    pub(crate) use ksearch_run::summary::summarize;
-    #[cfg(test)]
-    pub(crate) mod tests {
-        pub(crate) use ksearch_run::summary::fixtures::{evaluation, softmax_kernel};
-    }
-}
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -2,9 +2,9 @@
 //! without any search — the exhaustive grid or a seeded random sample. It is the baseline the
 //! knob tuner is measured against (bench/tuner.sh), and a way to map a small design space.
 
-use crate::summary::summarize;
 use anyhow::{bail, Context};
 use ksearch_eval::{evaluate, EvalOptions};
+use ksearch_run::summary::summarize;
 use ksearch_spec::{Assignment, Solution, Task};
 use serde_json::json;
 

@@ -128,3 +128,42 @@ void softmax(const float *x, float *y, int64_t M, int64_t N) {
     }
 }
 "#;
+
+/// A correct softmax that recomputes the row maximum for every element: far slower than the seed.
+pub const SLOW: &str = r#"#include <stdint.h>
+#include <math.h>
+/* variant SLOW: recomputes the row maximum for every element */
+void softmax(const float *x, float *y, int64_t M, int64_t N) {
+    for (int64_t i = 0; i < M; i++) {
+        const float *r = x + i * N; float *o = y + i * N;
+        double s = 0;
+        for (int64_t j = 0; j < N; j++) {
+            float m = r[0];
+            for (int64_t k = 1; k < N; k++) m = r[k] > m ? r[k] : m;
+            o[j] = expf(r[j] - m); s += o[j];
+        }
+        for (int64_t j = 0; j < N; j++) o[j] = (float)(o[j] / s);
+    }
+}
+"#;
+
+/// SOFTMAX_OK, marked as the FAST variant.
+pub fn fast() -> String {
+    SOFTMAX_OK.replace("#include <math.h>", "#include <math.h>\n/* variant FAST */")
+}
+
+/// A scripted planner: three first actions under the root, then no edits.
+pub fn planner_answer(prompt: &str) -> String {
+    if prompt.contains("This is the start of the search") {
+        let node = |id: &str, score: f64| {
+            serde_json::json!({"op": "insert_node", "node": {"node_id": id, "parent_id": "root", "decision": "row strategy",
+                "choice": format!("option {id}"), "overall_rating": 6, "confidence": 0.5,
+                "action": {"title": format!("implement {id}"), "description": "write the kernel", "rationale": "a start",
+                           "difficulty": 2, "score": score}}})
+        };
+        let answer = serde_json::json!({"kernel_summary": "row softmax", "ops": [node("a", 0.9), node("b", 0.5), node("c", 0.4)]});
+        format!("Here is my plan.\n```json\n{answer}\n```")
+    } else {
+        serde_json::json!({"ops": []}).to_string()
+    }
+}
