@@ -113,20 +113,23 @@ impl Engine {
             return self.finalize();
         }
         let frontier = self.wm.frontier().len();
-        let best_has_open_child = match self.best_solved() {
-            Some(best) => self
-                .wm
-                .tree()
-                .children(&best.node_id)
-                .iter()
-                .any(|c| c.is_open_action()),
+        let best = self
+            .best_solved()
+            .map(|b| (b.node_id.clone(), b.solution_ref.as_ref().map_or(0, |s| s.candidate_id)));
+        let best_has_open_child = match &best {
+            Some((node_id, _)) => self.wm.tree().children(node_id).iter().any(|c| c.is_open_action()),
             None => true,
         };
         if may_propose && (frontier < self.config.min_frontier || !best_has_open_child) {
-            let why = if frontier < self.config.min_frontier {
-                format!("only {frontier} open action(s) can be selected now")
-            } else {
-                "the best solved node has no open next step".to_string()
+            let why = match (&best, frontier < self.config.min_frontier) {
+                (_, true) => format!("only {frontier} open action(s) can be selected now"),
+                // Named, so the planner knows which node (the one holding the run's best
+                // candidate) wants a next step: a child that is open and carries an action.
+                (Some((node_id, id)), false) => format!(
+                    "the best solved node ({node_id}, holding the run's best, candidate {id}) has no open child \
+                     with an action"
+                ),
+                (None, false) => "the best solved node has no open next step".to_string(),
             };
             self.propose_reason = why;
             return self.request_plan(PlanKind::Propose, None);
