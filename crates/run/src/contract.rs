@@ -30,18 +30,22 @@ pub struct BackendContract {
     pub build: String,
     /// Choices of the build that change the arithmetic.
     pub arithmetic: String,
+    /// How a call is timed, so a brain knows what a reported time holds (launch path or not,
+    /// caches warm or flushed) before it optimises against it.
+    pub timing: String,
 }
 
 impl BackendContract {
     /// The contract as the prompts' "Calling convention" section shows it.
     pub fn render(&self) -> String {
         format!(
-            "{}\n{}\nDevice: {}\nBuild: {}\nArithmetic: {}",
+            "{}\n{}\nDevice: {}\nBuild: {}\nArithmetic: {}\nTiming: {}",
             self.signature.trim_end(),
             self.calling.trim_end(),
             self.device.trim_end(),
             self.build.trim_end(),
-            self.arithmetic.trim_end()
+            self.arithmetic.trim_end(),
+            self.timing.trim_end()
         )
     }
 }
@@ -78,6 +82,31 @@ pub fn contract(setting: &Setting<'_>) -> Result<BackendContract, ContractError>
             })
         }
     })
+}
+
+/// How many calls a workload's time rests on, as the task sets it: shared by every backend's
+/// timing text.
+pub(crate) fn timed_calls(task: &Task) -> String {
+    let e = &task.config.evaluation;
+    format!(
+        "each workload's time is the median (+/- IQR) of up to {} timed calls (at least {} once the task's {} s \
+         timing budget is spent), after {} warm-up calls; candidate and reference are called in pairs on the same \
+         fresh input contents (no call sees contents an earlier one saw), and every call's outputs are checked",
+        e.iterations, e.min_iterations, e.max_timing_s, e.warmup
+    )
+}
+
+/// The timing text of the GPU backends (cuda, triton, python on a GPU).
+pub(crate) fn gpu_timing(task: &Task) -> String {
+    format!(
+        "{}. Before each call the L2 cache is flushed; the call is enqueued behind a gate (a kernel holding the \
+         stream until the host has enqueued the whole call) and bracketed by CUDA events, so a time is the device \
+         time of all the work the call enqueues, back to back, without the host's launch path; more launches still \
+         cost their device-side gaps. A call that makes the host wait for the device (a device-to-host read, \
+         `.item()`, a synchronising copy or allocation) cannot stay behind the gate, and then it and the \
+         reference are timed with the host's gaps inside the events.",
+        timed_calls(task)
+    )
 }
 
 /// The entry symbol of a task's candidates (`[kernel].entry`, else `kernel`).

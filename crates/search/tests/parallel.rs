@@ -470,3 +470,62 @@ fn sampled_world_model_runs_replay_whatever_the_order_and_respect_the_budget() {
     );
     assert_eq!(one.engine.candidates(), plain.engine.candidates());
 }
+
+/// A brain that answered a whole step of 8 parallel samples sees the fate of all 8 in the next
+/// prompt, each named by the request it answered, even when every answer is long and its diff
+/// would fill the section: entries come before diffs.
+#[test]
+fn the_next_step_lists_every_sample_of_the_last_by_its_request() {
+    let mut engine = Engine::new();
+    engine
+        .apply(&Event::Started {
+            task: brief(true),
+            config: sampled(8, 24),
+        })
+        .unwrap();
+    let seed = engine.pending().cloned().unwrap();
+    engine.apply(&answer(&seed)).unwrap();
+    let plan = engine.pending().cloned().unwrap();
+    engine.apply(&answer(&plan)).unwrap();
+    let step: Vec<Request> = engine.in_flight().into_iter().cloned().collect();
+    assert_eq!(step.len(), 8, "{step:?}");
+    for (k, r) in step.iter().enumerate() {
+        let Request::Code { id, .. } = r else { panic!("{r:?}") };
+        // 300 changed lines and a description longer than the clip: each diff alone would take
+        // its whole share of the budget.
+        let body: String = (0..300).map(|i| format!("int sample{k}_line{i};\n")).collect();
+        let text = format!(
+            "DESCRIPTION: {}\n```c kernel.c\n{body}SPEED=1.{k}\n```\n",
+            format!("sample {k} tries a long idea ").repeat(20)
+        );
+        engine
+            .apply(&Event::CoderAnswered {
+                request_id: id.clone(),
+                text,
+            })
+            .unwrap();
+    }
+    for r in engine.in_flight().into_iter().cloned().collect::<Vec<_>>() {
+        engine.apply(&answer(&r)).unwrap();
+    }
+    let next: Vec<Request> = engine.in_flight().into_iter().cloned().collect();
+    let Some(Request::Code { messages, .. }) = next.first() else {
+        panic!("{next:?}")
+    };
+    let prompt = &messages[1].content;
+    let section = prompt
+        .split("Recent attempts")
+        .nth(1)
+        .expect("a Recent attempts section");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    for r in &step {
+        let id = r.id().unwrap();
+        assert!(
+            section.contains(&format!("answer to request {id},")),
+            "{id} is missing from:\n{section}"
+        );
+    }
+    assert!(section.len() <= ATTEMPTS_BUDGET + 100, "{}", section.len());
+    // What budget is left still goes to the latest diff.
+    assert!(section.contains("diff to candidate"), "{section}");
+}

@@ -129,6 +129,10 @@ pub(super) fn contract(s: &Setting<'_>) -> BackendContract {
                 None => "",
             }
         ),
+        timing: format!(
+            "{}. The host clock (perf_counter_ns) spans each single call, its inputs already in place.",
+            super::timed_calls(s.task)
+        ),
     }
 }
 

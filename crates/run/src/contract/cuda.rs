@@ -78,6 +78,7 @@ pub(super) fn contract(s: &Setting<'_>) -> BackendContract {
                      square root, denormals kept; __expf, __fdividef and friends only where the kernel calls them). \
                      Outputs are compared with the task's reference within its tolerance."
             .to_string(),
+        timing: super::gpu_timing(task),
     }
 }
 
@@ -122,5 +123,29 @@ mod tests {
         assert!(seed.contains(
             "extern \"C\" void attention_prefill(const __half *q, const __half *k, const __half *v, int32_t causal,"
         ));
+    }
+
+    #[test]
+    fn the_contract_says_how_a_call_is_timed_with_the_tasks_counts() {
+        let task = Task::load_builtin("rmsnorm_llm").unwrap();
+        let setting = Setting {
+            task: &task,
+            device: None,
+            platform: crate::knowledge::Platform::Linux,
+            host: None,
+        };
+        let text = contract(&setting).render();
+        let e = &task.config.evaluation;
+        let timing = text.split("\nTiming: ").nth(1).expect("a Timing line");
+        assert!(
+            timing.contains(&format!("up to {} timed calls", e.iterations)),
+            "{timing}"
+        );
+        assert!(
+            timing.contains(&format!("after {} warm-up calls", e.warmup)),
+            "{timing}"
+        );
+        assert!(timing.contains("L2 cache is flushed"), "{timing}");
+        assert!(timing.contains("without the host's launch path"), "{timing}");
     }
 }

@@ -51,5 +51,9 @@ pub(super) fn contract(s: &Setting<'_>) -> BackendContract {
                      products are not rounded to TF32. Outputs are compared with the task's reference within its \
                      tolerance."
             .to_string(),
+        timing: format!(
+            "{}. The host clock spans each call through `mx.eval` and `mx.synchronize()`, after the L2 is flushed.",
+            super::timed_calls(s.task)
+        ),
     }
 }

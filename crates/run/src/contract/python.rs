@@ -83,5 +83,9 @@ pub(super) fn contract(s: &Setting<'_>) -> BackendContract {
                      candidate changes torch.set_float32_matmul_precision). Outputs are compared with the task's \
                      reference within its tolerance."
             .to_string(),
+        timing: format!(
+            "{} (with `--device cpu`: the host clock around each call)",
+            super::gpu_timing(task)
+        ),
     }
 }

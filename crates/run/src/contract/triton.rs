@@ -23,5 +23,6 @@ pub(super) fn contract(s: &Setting<'_>) -> BackendContract {
         arithmetic: "Triton's defaults: FMA contraction on; tl.dot on float32 operands uses TF32 unless called with \
                      input_precision=\"ieee\". Outputs are compared with the task's reference within its tolerance."
             .to_string(),
+        timing: super::gpu_timing(s.task),
     }
 }

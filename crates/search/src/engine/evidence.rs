@@ -34,6 +34,9 @@ pub struct AttemptRecord {
     /// The coder request's kind; `None` for a knob sweep variant (made by the engine).
     pub kind: Option<CodeKind>,
     pub node_id: String,
+    /// The coder request it answered (`r83`), so a brain answering several requests at once can
+    /// tell which candidate came of which answer; `None` for a knob sweep variant.
+    pub request: Option<String>,
     /// The candidate it was built on (the request's base).
     pub parent: Option<i64>,
     /// The candidate the answer yielded; `None` when no code could be extracted.
@@ -181,6 +184,14 @@ pub(super) fn sig3(x: f64) -> String {
     format!("{x:.decimals$}")
 }
 
+/// `, answer to request r83` for a coder's attempt; empty for a knob sweep variant.
+fn request_note(a: &AttemptRecord) -> String {
+    a.request
+        .as_deref()
+        .map(|r| format!(", answer to request {r}"))
+        .unwrap_or_default()
+}
+
 /// The entry of one attempt: what it was, its verdict and gain over its parent, and the
 /// indented lines of evidence (change, times, error, resources, diff when `diff`).
 pub(super) fn attempt_entry(e: &Engine, a: &AttemptRecord, diff: bool) -> String {
@@ -193,19 +204,21 @@ pub(super) fn attempt_entry(e: &Engine, a: &AttemptRecord, diff: bool) -> String
     let candidate = a.candidate.and_then(|id| e.candidate(id));
     let mut out = match candidate {
         Some(c) => format!(
-            "- candidate {} (round {}, node {}, {how}): {}",
+            "- candidate {} (round {}, node {}{}, {how}): {}",
             c.id,
             a.round,
             a.node_id,
+            request_note(a),
             c.result
                 .as_ref()
                 .map(verdict)
                 .unwrap_or_else(|| "not evaluated yet".into())
         ),
         None => format!(
-            "- round {} (node {}, {how}): no candidate ({})",
+            "- round {} (node {}{}, {how}): no candidate ({})",
             a.round,
             a.node_id,
+            request_note(a),
             clip(a.failure.as_deref().unwrap_or("no code"), LINE_CHARS)
         ),
     };
@@ -263,36 +276,47 @@ pub(super) fn attempt_entry(e: &Engine, a: &AttemptRecord, diff: bool) -> String
     out
 }
 
-/// "Recent attempts (newest first)": up to [`ATTEMPTS_SHOWN`] entries within
-/// [`ATTEMPTS_BUDGET`] characters, the latest [`DIFFS_SHOWN`] with their diff. Empty when there
-/// is none.
+/// "Recent attempts (newest first)": up to [`ATTEMPTS_SHOWN`] entries (or a whole step of the
+/// engine's parallel samples, when that is more) within [`ATTEMPTS_BUDGET`] characters. Entries
+/// come first: every attempt that fits is listed without its diff, and only then do the latest
+/// [`DIFFS_SHOWN`] get their diff, while the section stays within the budget (a brain that
+/// answered 8 requests at once sees the fate of all 8 before any diff). Empty when there is none.
 pub(super) fn recent_attempts(e: &Engine) -> String {
-    let mut lines = Vec::new();
-    let mut used = 0;
-    let mut diffs = 0;
     let all: Vec<&AttemptRecord> = e.attempts.iter().rev().collect();
-    let mut shown = 0;
-    for a in all.iter().take(ATTEMPTS_SHOWN) {
-        let with_diff = diffs < DIFFS_SHOWN && a.kind.is_some() && a.candidate.is_some() && a.parent.is_some();
-        let mut entry = attempt_entry(e, a, with_diff);
-        if with_diff {
-            diffs += 1;
-        }
-        if used + entry.len() > ATTEMPTS_BUDGET {
-            // A diff is the first thing to go; then the attempt.
-            entry = attempt_entry(e, a, false);
-            if used + entry.len() > ATTEMPTS_BUDGET {
-                break;
-            }
+    let wanted = ATTEMPTS_SHOWN.max(e.config.samples as usize);
+    let mut entries: Vec<String> = Vec::new();
+    let mut used = 0;
+    for a in all.iter().take(wanted) {
+        let entry = attempt_entry(e, a, false);
+        if used + entry.len() + 1 > ATTEMPTS_BUDGET {
+            break;
         }
         used += entry.len() + 1;
-        lines.push(entry);
-        shown += 1;
+        entries.push(entry);
     }
-    if lines.is_empty() {
+    if entries.is_empty() {
         return String::new();
     }
-    let older = all.len() - shown;
+    let mut diffs = 0;
+    for (i, a) in all.iter().take(entries.len()).enumerate() {
+        if diffs == DIFFS_SHOWN {
+            break;
+        }
+        if a.kind.is_none() || a.candidate.is_none() || a.parent.is_none() {
+            continue;
+        }
+        let with_diff = attempt_entry(e, a, true);
+        let grows = with_diff.len().saturating_sub(entries[i].len());
+        if grows == 0 {
+            continue;
+        }
+        if used + grows <= ATTEMPTS_BUDGET {
+            used += grows;
+            entries[i] = with_diff;
+            diffs += 1;
+        }
+    }
+    let older = all.len() - entries.len();
     let more = if older > 0 {
         format!(
             "\n({older} older attempt{} not shown)",
@@ -303,7 +327,7 @@ pub(super) fn recent_attempts(e: &Engine) -> String {
     };
     format!(
         "Recent attempts (newest first; times are medians +/- IQR per workload):\n{}{more}",
-        lines.join("\n")
+        entries.join("\n")
     )
 }
 

@@ -146,6 +146,7 @@ fn next(e: &mut Engine) -> bool {
         round: e.round,
         kind: None,
         node_id: e.cycle.as_ref().map(|c| c.node_id.clone()).unwrap_or_default(),
+        request: None,
         parent: Some(parent),
         candidate: Some(id),
         description: Some(note),

@@ -579,6 +579,7 @@ impl Engine {
 
     fn on_coder(&mut self, answer: Result<&String, &String>) -> Result<(), EngineError> {
         let Some(Request::Code {
+            id: request_id,
             code,
             node_id,
             base_candidate,
@@ -598,6 +599,7 @@ impl Engine {
                 round: self.answered_round(),
                 kind: Some(code),
                 node_id: node_id.clone(),
+                request: Some(request_id.clone()),
                 parent: base_candidate,
                 candidate: None,
                 description: description.clone(),
@@ -619,6 +621,7 @@ impl Engine {
                     round,
                     kind: Some(code),
                     node_id,
+                    request: Some(request_id),
                     parent: base_candidate,
                     candidate: Some(id),
                     description,

@@ -114,8 +114,9 @@ fn bytes(n: u64) -> String {
 }
 
 /// A kernel's name without the C++ mangling, as far as a cheap reading goes: namespaces and
-/// the function's name, template arguments as `<...>`, parameters left out
-/// (`_ZN2ns6matmulILi128EEEvPKfPf` -> `ns::matmul<...>`). Symbols this does not understand,
+/// the function's name, integer and bool template arguments as they are and any other as
+/// `<...>`, parameters left out (`_ZN2ns6matmulILi128EEEvPKfPf` -> `ns::matmul<128>`,
+/// `_Z6reduceILi256E6float4EvPKT0_Pfi` -> `reduce<...>`). Symbols this does not understand,
 /// and `extern "C"` names, come back as they are.
 pub fn kernel_name(symbol: &str) -> String {
     demangle(symbol).unwrap_or_else(|| symbol.to_string())
@@ -137,8 +138,8 @@ fn demangle(symbol: &str) -> Option<String> {
                 b'E' => break,
                 b'I' => {
                     p.i += 1;
-                    p.skip_to_end()?;
-                    parts.last_mut()?.push_str("<...>");
+                    let args = p.template_args()?;
+                    parts.last_mut()?.push_str(&args);
                 }
                 b'0'..=b'9' => parts.push(p.source_name()?),
                 b'S' if p.b.get(p.i + 1) == Some(&b't') => {
@@ -155,8 +156,8 @@ fn demangle(symbol: &str) -> Option<String> {
         }
         parts.push(p.source_name()?);
         if p.eat(b'I') {
-            p.skip_to_end()?;
-            parts.last_mut()?.push_str("<...>");
+            let args = p.template_args()?;
+            parts.last_mut()?.push_str(&args);
         }
     }
     let parts: Vec<String> = parts
@@ -200,6 +201,42 @@ impl Reader<'_> {
         let name = self.b.get(self.i..self.i.checked_add(len)?)?;
         self.i += len;
         String::from_utf8(name.to_vec()).ok()
+    }
+
+    /// The template arguments after an `I`, through its `E`: `<4, 1>` when every argument is an
+    /// integer or bool literal (`Li4ELi1E`; the instantiations a knob makes differ by these, so
+    /// they tell them apart), else `<...>`.
+    fn template_args(&mut self) -> Option<String> {
+        let start = self.i;
+        let mut args = Vec::new();
+        while self.peek()? == b'L' {
+            let ty = *self.b.get(self.i + 1)?;
+            if !matches!(ty, b'i' | b'j' | b'l' | b'm' | b's' | b't' | b'x' | b'y' | b'b') {
+                break;
+            }
+            self.i += 2;
+            let negative = self.eat(b'n');
+            let digits = self.i;
+            while self.peek()?.is_ascii_digit() {
+                self.i += 1;
+            }
+            let value = std::str::from_utf8(&self.b[digits..self.i]).ok()?.to_string();
+            if value.is_empty() || !self.eat(b'E') {
+                break;
+            }
+            args.push(match (ty, value.as_str()) {
+                (b'b', "0") => "false".to_string(),
+                (b'b', "1") => "true".to_string(),
+                _ if negative => format!("-{value}"),
+                _ => value,
+            });
+        }
+        if !args.is_empty() && self.eat(b'E') {
+            return Some(format!("<{}>", args.join(", ")));
+        }
+        self.i = start;
+        self.skip_to_end()?;
+        Some("<...>".to_string())
     }
 
     /// Skips what an opener (`I`, `N`, `J`, `X`, `L`) began, through its closing `E`.
@@ -279,8 +316,16 @@ mod tests {
     #[test]
     fn names_lose_their_mangling() {
         assert_eq!(kernel_name("_Z12softmax_rowsPKfPfl"), "softmax_rows");
+        // Integer and bool template arguments are read: a knob's instantiations differ by them.
+        assert_eq!(
+            kernel_name("_Z17mamba_scan_kernelILi4ELi1EEvPK6__halfS2_PKfS2_S2_S4_S2_S4_PS0_iiii"),
+            "mamba_scan_kernel<4, 1>"
+        );
+        assert_eq!(kernel_name("_Z3fooILin2ELb1EEvv"), "foo<-2, true>");
+        assert_eq!(kernel_name("_ZN2ns6matmulILi128EEEvPKfPf"), "ns::matmul<128>");
+        // Type arguments are not read.
+        assert_eq!(kernel_name("_Z3fooIfLi2EEvPT_"), "foo<...>");
         assert_eq!(kernel_name("softmax_rows"), "softmax_rows");
-        assert_eq!(kernel_name("_ZN2ns6matmulILi128EEEvPKfPf"), "ns::matmul<...>");
         assert_eq!(kernel_name("_Z6reduceILi256E6float4EvPKT0_Pfi"), "reduce<...>");
         assert_eq!(kernel_name("_ZN12_GLOBAL__N_14scanEPf"), "(anonymous namespace)::scan");
         assert_eq!(
@@ -313,14 +358,21 @@ mod tests {
 
     #[test]
     fn template_instances_that_read_the_same_keep_their_symbols() {
-        let a = kernel("_Z1kILi64EEvPf", 32, 0, 0);
-        let b = kernel("_Z1kILi128EEvPf", 64, 8, 0);
-        let mut c = kernel("_Z1kILi64EEvPf", 40, 0, 0);
+        // Instances that differ by an integer argument read apart.
+        let brief = resource_brief(&[kernel("_Z1kILi64EEvPf", 32, 0, 0), kernel("_Z1kILi128EEvPf", 64, 8, 0)]);
+        assert_eq!(
+            brief,
+            "k<64>: 32 regs, 0 B smem; k<128>: 64 regs, 0 B smem, spills 8 B st / 8 B ld"
+        );
+        // Instances that differ by a type argument read the same, so they keep their symbols.
+        let a = kernel("_Z1kIfEvPT_", 32, 0, 0);
+        let b = kernel("_Z1kIdEvPT_", 64, 8, 0);
+        let mut c = kernel("_Z1kIfEvPT_", 40, 0, 0);
         c.arch = "sm_80".into();
         let brief = resource_brief(&[a.clone(), b]);
         assert_eq!(
             brief,
-            "_Z1kILi64EEvPf: 32 regs, 0 B smem; _Z1kILi128EEvPf: 64 regs, 0 B smem, spills 8 B st / 8 B ld"
+            "_Z1kIfEvPT_: 32 regs, 0 B smem; _Z1kIdEvPT_: 64 regs, 0 B smem, spills 8 B st / 8 B ld"
         );
         // Same kernel for two architectures: one name, the arch on each line.
         let lines = resource_lines(&[a, c]);
