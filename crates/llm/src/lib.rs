@@ -10,7 +10,8 @@
 //! - [`prices`] and [`budget`] turn usage into dollars and stop a run when a budget is spent.
 //! - [`LlmClient`] puts the cache in front of a model and the budget behind it.
 //! - [`cache`] keys requests by content, for the response cache and for replaying a run.
-//! - [`extract`] pulls structured answers (JSON, multi-file code) out of free-form text.
+//! - [`extract`] pulls structured answers (JSON, multi-file code) out of free-form text (from
+//!   ksearch-messages, re-exported, as are the message types).
 //! - Keys come from the environment only and never appear in messages ([`redact`]).
 
 pub mod budget;
@@ -18,18 +19,19 @@ pub mod cache;
 mod client;
 pub mod config;
 mod error;
-pub mod extract;
 pub mod http;
 pub mod prices;
 pub mod providers;
 mod redact;
-mod types;
 
 pub use client::{Completion, LlmClient};
 pub use config::{LlmConfig, ProviderConfig, ProviderKind};
 pub use error::LlmError;
 pub use redact::{redact, Secret};
-pub use types::{ChatRequest, ChatResponse, FinishReason, Message, Role, Usage};
+// The message types and answer extraction live in ksearch-messages (no network code), so the
+// engine can use them without this crate; they are re-exported here for the providers' users.
+pub use ksearch_messages::extract;
+pub use ksearch_messages::{ChatRequest, ChatResponse, FinishReason, Message, Role, Usage};
 
 /// A chat model behind some wire protocol.
 #[async_trait::async_trait]

@@ -55,7 +55,7 @@ const C5: &str = "c5 TIMES=12.1,165,187,748 IQR=0.4,4,5,20 REF=560,7700,8700,310
 /// Candidate 5 timed again: the same kernel within its noise.
 const C5_AGAIN: &str = "c5b TIMES=12.3,163,189,752 IQR=0.4,4,5,20 REF=800,11000,12100,46000";
 
-fn planner(plan: &PlanKind, _m: &[ksearch_llm::Message], n: usize) -> String {
+fn planner(plan: &PlanKind, _m: &[ksearch_messages::Message], n: usize) -> String {
     let insert = |id: String, parent: &str| {
         json!({"op": "insert_node", "node": {"node_id": id, "parent_id": parent, "decision": "d", "choice": "c",
             "overall_rating": 6, "confidence": 0.5,

@@ -15,7 +15,7 @@ fn insert(id: &str, parent: &str, score: f64, difficulty: u8) -> serde_json::Val
 
 /// A planner that inits three actions, proposes children under whatever got solved, and refines
 /// with a no-op rating update.
-fn simple_planner(plan: &PlanKind, _m: &[ksearch_llm::Message], n: usize) -> String {
+fn simple_planner(plan: &PlanKind, _m: &[ksearch_messages::Message], n: usize) -> String {
     match plan {
         PlanKind::Init => json!({"kernel_summary": "copy", "ops": [insert("a", "root", 0.9, 2), insert("b", "root", 0.5, 2), insert("c", "root", 0.3, 5)]}).to_string(),
         PlanKind::Refine { node_id } => json!({"ops": [insert(&format!("{node_id}x{n}"), node_id, 0.8, 2)]}).to_string(),

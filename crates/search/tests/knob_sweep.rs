@@ -7,7 +7,7 @@ use common::*;
 use ksearch_search::engine::*;
 use serde_json::json;
 
-fn planner(plan: &PlanKind, _m: &[ksearch_llm::Message], n: usize) -> String {
+fn planner(plan: &PlanKind, _m: &[ksearch_messages::Message], n: usize) -> String {
     let insert = |id: &str, parent: &str| {
         json!({"op": "insert_node", "node": {"node_id": id, "parent_id": parent, "decision": "d", "choice": id,
             "overall_rating": 6, "confidence": 0.5,

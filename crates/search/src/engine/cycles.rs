@@ -3,8 +3,8 @@
 
 use super::{render, CodeKind, Cycle, Engine, EngineError, PlanKind, Request};
 use crate::world_model::Exploration;
-use ksearch_llm::extract::{first_json_object, retry_instruction};
-use ksearch_llm::Message;
+use ksearch_messages::extract::{first_json_object, retry_instruction};
+use ksearch_messages::Message;
 
 impl Engine {
     // --- planner ------------------------------------------------------------------------------

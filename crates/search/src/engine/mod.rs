@@ -40,7 +40,7 @@ pub use protocol::{
 pub use resources::{kernel_name, resource_brief, resource_lines};
 
 use crate::world_model::{ComputedSignals, NodeId, SolutionRef, WorldModel};
-use ksearch_llm::extract::code_files;
+use ksearch_messages::extract::code_files;
 use std::collections::HashMap;
 
 /// A driver fed the engine something it did not ask for, or the engine's own invariants broke.

@@ -3,7 +3,7 @@
 //! rename.
 
 use super::compare::CompareRule;
-use ksearch_llm::Message;
+use ksearch_messages::Message;
 use serde::{Deserialize, Serialize};
 
 /// A source file of a candidate.

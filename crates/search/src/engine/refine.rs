@@ -15,7 +15,7 @@ use super::render::{describe, files, performance, task_json};
 use super::{prompts, render, CodeKind, Engine, EngineError, Request};
 use crate::engine::candidates::measurement_lines;
 use crate::engine::resources::resource_lines;
-use ksearch_llm::Message;
+use ksearch_messages::Message;
 use serde_json::json;
 
 /// The outcome of one round of a baseline strategy.

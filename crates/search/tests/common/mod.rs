@@ -62,7 +62,7 @@ pub fn code(text: &str) -> String {
 pub fn drive(
     seed: bool,
     config: EngineConfig,
-    planner: impl FnMut(&PlanKind, &[ksearch_llm::Message], usize) -> String,
+    planner: impl FnMut(&PlanKind, &[ksearch_messages::Message], usize) -> String,
     coder: impl FnMut(CodeKind, usize) -> String,
     max_events: usize,
 ) -> (Engine, Vec<Event>) {
@@ -80,7 +80,7 @@ pub fn drive(
 pub fn drive_with(
     seed: bool,
     config: EngineConfig,
-    mut planner: impl FnMut(&PlanKind, &[ksearch_llm::Message], usize) -> String,
+    mut planner: impl FnMut(&PlanKind, &[ksearch_messages::Message], usize) -> String,
     mut coder: impl FnMut(CodeKind, usize) -> String,
     mut measure: impl FnMut(&[Source]) -> EvalSummary,
     max_events: usize,
