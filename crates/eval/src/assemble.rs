@@ -532,6 +532,8 @@ impl<'a> Assembler<'a> {
                 reference_host_ns: raw.reference_host_ns,
                 cuda_graph: raw.cuda_graph,
                 cuda_graph_note: raw.cuda_graph_note,
+                gate: raw.gate,
+                event_overhead_ns: raw.event_overhead_ns,
                 worker_outer_ns: raw.worker_outer_ns,
                 worker_ping_ns: raw.worker_ping_ns,
             });

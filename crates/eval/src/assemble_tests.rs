@@ -312,7 +312,8 @@ fn gpu_events_resources_and_host_samples_are_kept() {
             r#"{{"event": "workload", "index": {i}, "uuid": "{u}", "status": "passed", "timing": {{"clock": "cuda_event",
             "candidate_ns": [10000, 12000, 11000], "reference_ns": [20000, 22000, 21000],
             "candidate_host_ns": {cand_host}, "reference_host_ns": [30000, 32000, 31000],
-            "cuda_graph": false, "cuda_graph_note": null}}}}"#
+            "cuda_graph": false, "cuda_graph_note": null,
+            "gate": {{"candidate": "gated", "reference": "expired at call 3: waited"}}, "event_overhead_ns": 1250.0}}}}"#
         )
     };
     let honest = gpu(0, "a", "[19000, 21000, 20000]");
@@ -333,6 +334,11 @@ fn gpu_events_resources_and_host_samples_are_kept() {
     assert_eq!(t.candidate.median_ns, 11000.0);
     assert_eq!(t.candidate_host.unwrap().median_ns, 20000.0);
     assert_eq!(t.cuda_graph, Some(false));
+    // The gate's state per callee and the events' own cost reach the record.
+    let gate = t.gate.as_ref().unwrap();
+    assert_eq!(gate["candidate"], "gated");
+    assert!(gate["reference"].starts_with("expired at call 3"));
+    assert_eq!(t.event_overhead_ns, Some(1250.0));
     assert_eq!(t.suspicious, None);
     // 11 us of events against 500 us on the host clock: work the events did not see.
     let hidden = gpu(0, "a", "[500000, 510000, 490000]");

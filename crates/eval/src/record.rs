@@ -85,6 +85,10 @@ pub(crate) struct RawTiming {
     pub cuda_graph: Option<bool>,
     #[serde(default)]
     pub cuda_graph_note: Option<String>,
+    #[serde(default)]
+    pub gate: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default)]
+    pub event_overhead_ns: Option<f64>,
     /// Backend c in its worker process: the harness's round trip of each timed call, and of
     /// empty calls (the cross-check of the worker's clock, worker_clock.rs).
     #[serde(default)]
@@ -165,6 +169,16 @@ pub struct Timing {
     pub cuda_graph: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_graph_note: Option<String>,
+    /// GPU backends: whether each callee's timed calls ran behind the gate (`candidate` and
+    /// `reference` -> `gated`, `expired at call K: ...`, `off from call K: ...` or
+    /// `unavailable: ...`; docs/protocol.md), so a reader can tell launch-free event times from
+    /// times with the host's gaps in them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<std::collections::BTreeMap<String, String>>,
+    /// GPU backends: the cost of the events themselves (median empty gated interval), already
+    /// subtracted from every sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_overhead_ns: Option<f64>,
     /// Backend c, whose candidate runs in a worker process and is timed by the worker's clock:
     /// the harness's own round trip of each timed call, and of a few empty calls. The worker's
     /// clock is in the candidate's process, so these bound what it can claim.
