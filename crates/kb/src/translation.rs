@@ -59,7 +59,7 @@ pub struct Mapping {
     /// The limit or difference that changes the design. Required: a row without one is only
     /// syntax, which the coder knows already.
     pub constraint: String,
-    /// Anything else worth knowing about the row (rendered after the constraint).
+    /// Anything else worth knowing about the row; rendered with it in prompts.
     #[serde(default)]
     pub notes: Option<String>,
 }
