@@ -12,6 +12,7 @@ pub const NVIDIA_SMI_QUERY: [&str; 2] = ["--query-gpu=index,name,uuid,memory.tot
 /// driver, and a search should say so rather than wait forever).
 const NVIDIA_SMI_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// What kind of device a [`Device`] is: it decides how a child is pointed at it ([`Device::env`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DeviceKind {
     /// A slot on the host CPU (CPU kernels; the pool's size says how many run at once).
@@ -23,13 +24,16 @@ pub enum DeviceKind {
 /// One device an evaluation can lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Device {
+    /// A GPU or a CPU slot.
     pub kind: DeviceKind,
     /// The GPU's index as `nvidia-smi` numbers it (PCI bus order); the slot number for CPUs.
     pub index: u32,
+    /// The model as `nvidia-smi` prints it (e.g. `NVIDIA H200`); `host CPU` for CPU slots.
     pub name: String,
     /// The GPU's UUID (`GPU-...`): what a child process is pointed at, because it names the same
     /// GPU whatever `CUDA_DEVICE_ORDER` says.
     pub uuid: Option<String>,
+    /// The GPU's total memory in MiB (`memory.total`); `None` for CPU slots or when not reported.
     pub memory_mib: Option<u64>,
     /// The GPU's CUDA ordinal in this process (and in children that inherit its environment):
     /// its position among the visible GPUs. `None` for CPU slots.
@@ -86,7 +90,9 @@ pub fn cpu_slots(n: u32) -> Vec<Device> {
 /// A GPU named on the command line: its `nvidia-smi` index or (a prefix of) its UUID.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GpuSelector {
+    /// The GPU's index as `nvidia-smi` numbers it, e.g. `0`.
     Index(u32),
+    /// The GPU's UUID or a prefix of it, e.g. `GPU-1a2b`.
     Uuid(String),
 }
 
@@ -112,7 +118,10 @@ impl GpuSelector {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceSpec {
     /// `cpu` (one slot) or `cpu:N`.
-    Cpu { slots: u32 },
+    Cpu {
+        /// How many CPU slots the pool gets (at least 1).
+        slots: u32,
+    },
     /// `all` or `gpu`: every visible GPU.
     AllGpus,
     /// `0,1` or `GPU-1a2b...,GPU-3c4d...`: these GPUs, in this order.

@@ -17,6 +17,8 @@
 //! child that inherits this process's environment. Timing two kernels on one GPU at once would make both numbers
 //! worthless, which is why a device is never leased twice.
 
+#![warn(missing_docs)]
+
 mod device;
 mod error;
 mod lock;

@@ -61,6 +61,7 @@ impl DeviceLocks {
         PathBuf::from(DEFAULT_LOCK_DIR)
     }
 
+    /// The directory holding the lock files (one `<key>.lock` per device).
     pub fn dir(&self) -> &Path {
         &self.dir
     }

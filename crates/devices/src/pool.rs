@@ -71,6 +71,7 @@ impl DevicePool {
         })
     }
 
+    /// The pool's devices, in the order they were given (the order leases prefer).
     pub fn devices(&self) -> &[Device] {
         &self.inner.devices
     }
@@ -295,6 +296,7 @@ impl Inner {
 }
 
 impl Lease {
+    /// The leased device; it is this lease's alone until the lease is dropped.
     pub fn device(&self) -> &Device {
         &self.pool.devices[self.slot]
     }

@@ -16,6 +16,7 @@ pub struct AssertionFamily {
     pub schema: u32,
     /// Stable identifier; equals the file name without `.toml` (`attention`).
     pub family: String,
+    /// Human name of the family (`Attention (prefill, decode, paged, grouped-query)`).
     pub title: String,
     /// The definitions' `op_type` values that belong to this family (`gqa_paged`, `rmsnorm`).
     pub op_types: Vec<String>,

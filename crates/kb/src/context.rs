@@ -39,6 +39,7 @@ pub struct TaskQuery {
 /// What [`Kb::select`] chose for a task.
 #[derive(Debug, Clone)]
 pub struct Selection<'a> {
+    /// The device the task targets, as the knowledge base describes it.
     pub hardware: &'a HardwareSpec,
     /// The dialect candidates are written in on that device.
     pub dialect: TargetKind,

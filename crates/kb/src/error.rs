@@ -8,20 +8,30 @@ pub enum KbError {
     /// Files were read but are not valid; every problem found is listed.
     #[error("{}", join_problems(.0))]
     Invalid(Vec<Problem>),
+    /// A file or folder of the knowledge base could not be read (an override folder, say).
     #[error("{path}: cannot read: {source}")]
     Io {
+        /// The file or folder that failed.
         path: String,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// A device name that no hardware spec's name or alias matches.
     #[error("no hardware named '{name}' in the knowledge base; known: {available}")]
-    UnknownHardware { name: String, available: String },
+    UnknownHardware {
+        /// The name as asked for (before [`crate::normalize_name`]).
+        name: String,
+        /// The known names, listed for the message.
+        available: String,
+    },
     /// A task asks for something its device cannot do (a dialect the device does not run).
     #[error("{0}")]
     Unsupported(String),
 }
 
 impl KbError {
+    /// A validation failure with a single problem: `file: field: message`.
     pub fn one(file: impl Into<String>, field: impl Into<String>, message: impl Into<String>) -> Self {
         KbError::Invalid(vec![Problem::new(file, field, message)])
     }

@@ -22,7 +22,9 @@ pub struct HardwareSpec {
     pub name: String,
     /// Human name (`NVIDIA H200 SXM`).
     pub display_name: String,
+    /// Who makes it, lower case as the files write it (`nvidia`, `apple`).
     pub vendor: String,
+    /// CPU or GPU.
     pub kind: DeviceKind,
     /// Compiler target or feature family (`sm_90a`, `apple9`, `x86-64`).
     pub arch: String,
@@ -43,6 +45,7 @@ pub struct HardwareSpec {
     /// Design-relevant facts, one sentence or two each; they go into prompts verbatim.
     #[serde(default)]
     pub notes: Vec<String>,
+    /// The device's numbers, each with its provenance; absent ones were not sourced.
     #[serde(default)]
     pub figures: Figures,
     /// Our own measurements on this device (kept apart from the vendor's figures).
@@ -68,6 +71,7 @@ pub enum Basis {
 }
 
 impl Basis {
+    /// How renderings name the basis (`vendor peak`, `typical, approximate`).
     pub fn as_str(self) -> &'static str {
         match self {
             Basis::VendorSpec => "vendor spec",
@@ -83,7 +87,9 @@ impl Basis {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Figure {
+    /// The number, in the unit its field's [`FigureMeta`] gives.
     pub value: f64,
+    /// What kind of number it is: a datasheet limit, a peak, a measurement.
     pub basis: Basis,
     /// Where the number comes from: a datasheet, a guide, or "measured on ... on YYYY-MM-DD".
     pub source: String,
@@ -101,6 +107,7 @@ pub struct Figure {
 pub struct Measurement {
     /// What was measured (`device-to-device copy`).
     pub what: String,
+    /// The number, in `unit`.
     pub value: f64,
     /// `GB/s`, `TFLOP/s`, `ms`, ...
     pub unit: String,
@@ -111,12 +118,17 @@ pub struct Measurement {
 /// Static facts about a figure field: its label, unit and the range a valid value lies in.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FigureMeta {
+    /// The field's name in [`Figures`] and in the TOML (`memory_bandwidth_gbs`).
     pub key: &'static str,
+    /// How renderings name it (`memory bandwidth`).
     pub label: &'static str,
+    /// The value's unit (`GB/s`, `KB`); empty for counts.
     pub unit: &'static str,
     /// Counts must be whole numbers.
     pub integer: bool,
+    /// The smallest valid value; validation rejects a figure outside `min..=max`.
     pub min: f64,
+    /// The largest valid value.
     pub max: f64,
 }
 
@@ -149,12 +161,15 @@ macro_rules! figures {
 figures! {
     /// DRAM (HBM, unified memory) bandwidth.
     memory_bandwidth_gbs: "memory bandwidth", "GB/s", false, 1.0..=100000.0;
+    /// DRAM size (for Apple, the largest configuration sold: `up_to`).
     memory_gb: "memory size", "GB", false, 0.001..=100000.0;
     /// Non-tensor (vector/SIMT) FP32.
     fp32_tflops: "FP32 (non-tensor)", "TFLOP/s", false, 0.001..=100000.0;
     /// Tensor/matrix units, dense (no structured sparsity).
     tensor_tf32_tflops: "tensor TF32 dense", "TFLOP/s", false, 0.001..=100000.0;
+    /// Tensor/matrix units, FP16 and BF16 inputs, dense.
     tensor_fp16_bf16_tflops: "tensor FP16/BF16 dense", "TFLOP/s", false, 0.001..=100000.0;
+    /// Tensor/matrix units, FP8 inputs, dense.
     tensor_fp8_tflops: "tensor FP8 dense", "TFLOP/s", false, 0.001..=100000.0;
     /// SMs, GPU cores or CPU cores (named by `compute_unit`).
     compute_units: "compute units", "", true, 1.0..=100000.0;
@@ -162,11 +177,15 @@ figures! {
     shared_mem_per_block_kb: "shared memory per block (default)", "KB", false, 1.0..=4096.0;
     /// The most shared memory one block may use after opting in.
     shared_mem_per_block_max_kb: "shared memory per block (opt-in max)", "KB", false, 1.0..=4096.0;
+    /// Shared (threadgroup) memory of one compute unit, all resident blocks together.
     shared_mem_per_unit_kb: "shared memory per compute unit", "KB", false, 1.0..=4096.0;
+    /// The most 32-bit registers one thread may use.
     registers_per_thread_max: "registers per thread (max)", "", true, 1.0..=4096.0;
     /// 32-bit registers per compute unit.
     registers_per_unit: "32-bit registers per compute unit", "", true, 1.0..=16777216.0;
+    /// The most threads one block (threadgroup) may have.
     max_threads_per_block: "threads per block (max)", "", true, 1.0..=65536.0;
+    /// The most threads resident on one compute unit at once (occupancy's ceiling).
     max_threads_per_unit: "resident threads per compute unit (max)", "", true, 1.0..=1048576.0;
     /// Threads per warp / SIMD-group, or fp32 lanes of a CPU vector register.
     simd_width: "SIMD width", "", true, 1.0..=1024.0;
@@ -174,11 +193,13 @@ figures! {
     vector_bits: "vector register width", "bit", true, 64.0..=4096.0;
     /// L1 data cache per core (CPU) or per SM.
     l1_kb: "L1 data cache per core", "KB", false, 1.0..=65536.0;
+    /// A CPU's private L2 cache per core.
     l2_per_core_kb: "L2 cache per core", "KB", false, 1.0..=1048576.0;
     /// L2 shared by the whole device.
     l2_mb: "L2 cache (device)", "MB", false, 0.01..=65536.0;
     /// A CPU's last-level cache, shared by several cores (the size of one instance).
     l3_mb: "L3 cache (shared)", "MB", false, 0.01..=65536.0;
+    /// Cache line size.
     cache_line_bytes: "cache line", "B", true, 8.0..=4096.0;
 }
 

@@ -9,11 +9,14 @@ use std::str::FromStr;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DeviceKind {
+    /// A host processor (x86-64, Arm cores).
     Cpu,
+    /// A GPU (NVIDIA, Apple).
     Gpu,
 }
 
 impl DeviceKind {
+    /// The spelling the data files use: `cpu`, `gpu`.
     pub fn as_str(self) -> &'static str {
         match self {
             DeviceKind::Cpu => "cpu",
@@ -44,8 +47,10 @@ pub enum TargetKind {
 }
 
 impl TargetKind {
+    /// Every target, in declaration order (what [`FromStr`] searches and errors list).
     pub const ALL: [TargetKind; 4] = [TargetKind::Cpu, TargetKind::Cuda, TargetKind::Triton, TargetKind::Metal];
 
+    /// The spelling the data files and task.toml use: `cpu`, `cuda`, `triton`, `metal`.
     pub fn as_str(self) -> &'static str {
         match self {
             TargetKind::Cpu => "cpu",
@@ -76,14 +81,19 @@ impl FromStr for TargetKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Regime {
+    /// Limited by DRAM bandwidth: bytes moved, not arithmetic, set the time.
     MemoryBound,
+    /// Limited by arithmetic throughput (FP32 or tensor units).
     ComputeBound,
+    /// Limited by launch overhead, synchronisation or too little parallel work.
     LatencyBound,
 }
 
 impl Regime {
+    /// Every regime in the fixed order memory, compute, latency (the order renderings use).
     pub const ALL: [Regime; 3] = [Regime::MemoryBound, Regime::ComputeBound, Regime::LatencyBound];
 
+    /// The kebab-case spelling the data files use: `memory-bound`, `compute-bound`, `latency-bound`.
     pub fn as_str(self) -> &'static str {
         match self {
             Regime::MemoryBound => "memory-bound",
@@ -126,15 +136,20 @@ impl FromStr for Regime {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Context {
+    /// No knowledge at all: the slice is empty.
     None,
+    /// The device's spec only, as compact markdown.
     Hardware,
+    /// Everything: spec, patterns, translation layers, properties and expertise (the default).
     #[default]
     Full,
 }
 
 impl Context {
+    /// The three levels, from least to most.
     pub const ALL: [Context; 3] = [Context::None, Context::Hardware, Context::Full];
 
+    /// The kebab-case spelling, as serialized: `none`, `hardware`, `full`.
     pub fn as_str(self) -> &'static str {
         match self {
             Context::None => "none",

@@ -44,6 +44,8 @@
 //! by name or id and checking references across both; [`Kb::with_overrides`] does the same with
 //! a knowledge base already loaded.
 
+#![warn(missing_docs)]
+
 mod assertions;
 mod context;
 mod error;
@@ -366,6 +368,7 @@ impl Kb {
         self.patterns.iter().map(|e| &e.item)
     }
 
+    /// The pattern whose `id` is exactly `id` (`online-softmax`), if the knowledge base has it.
     pub fn pattern(&self, id: &str) -> Option<&Pattern> {
         self.patterns.iter().map(|e| &e.item).find(|p| p.id == id)
     }
@@ -418,6 +421,7 @@ impl Kb {
         self.families.iter().map(|e| &e.item)
     }
 
+    /// The task family whose `family` id is exactly `id` (`attention`), if there is one.
     pub fn family(&self, id: &str) -> Option<&AssertionFamily> {
         self.families().find(|f| f.family == id)
     }

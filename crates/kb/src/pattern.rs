@@ -18,6 +18,7 @@ pub struct Pattern {
     pub schema: u32,
     /// Stable identifier; equals the file name without `.toml` (`online-softmax`).
     pub id: String,
+    /// Short human name (at most 45 characters), the head of the pattern's prompt line.
     pub title: String,
     /// Kernel dialects it applies to.
     pub targets: Vec<TargetKind>,
@@ -47,15 +48,19 @@ pub struct Pattern {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Priors {
+    /// Prior (0-1) that it helps a memory-bound kernel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bound: Option<f64>,
+    /// Prior (0-1) that it helps a compute-bound kernel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compute_bound: Option<f64>,
+    /// Prior (0-1) that it helps a latency-bound kernel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_bound: Option<f64>,
 }
 
 impl Priors {
+    /// The prior for `regime`; `None` where the pattern is not expected to pay.
     pub fn get(&self, regime: Regime) -> Option<f64> {
         match regime {
             Regime::MemoryBound => self.memory_bound,
@@ -69,17 +74,22 @@ impl Priors {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Hints {
+    /// How C for the host CPU does it (intrinsics, pragmas).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<String>,
+    /// How CUDA C++ does it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda: Option<String>,
+    /// How Triton does it (block sizes, `tl.` calls).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub triton: Option<String>,
+    /// How Metal Shading Language does it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metal: Option<String>,
 }
 
 impl Hints {
+    /// The hint for `target`'s dialect; `None` where there is none (prompts then use the summary).
     pub fn get(&self, target: TargetKind) -> Option<&str> {
         match target {
             TargetKind::Cpu => self.cpu.as_deref(),
@@ -119,6 +129,7 @@ impl Pattern {
             .fold(0.0, f64::max)
     }
 
+    /// Whether `target` is among the pattern's dialects.
     pub fn applies_to(&self, target: TargetKind) -> bool {
         self.targets.contains(&target)
     }

@@ -22,6 +22,7 @@ pub struct Translation {
     pub source: String,
     /// What candidates are written for: `metal`, `mlx-cuda`.
     pub target: String,
+    /// Human name of the layer (`CUDA to Metal (MLX mx.fast.metal_kernel on Apple GPUs)`).
     pub title: String,
     /// The kernel dialect on the target's devices: picks the devices the layer applies to (those
     /// listing it among their `targets`) and the pattern hints.
@@ -58,6 +59,7 @@ pub struct Mapping {
     /// The limit or difference that changes the design. Required: a row without one is only
     /// syntax, which the coder knows already.
     pub constraint: String,
+    /// Anything else worth knowing about the row; rendered with it in prompts.
     #[serde(default)]
     pub notes: Option<String>,
 }
@@ -68,6 +70,7 @@ pub struct Mapping {
 pub struct PatternNote {
     /// An id of `kb/patterns/`.
     pub id: String,
+    /// What is particular about the pattern on this target, one or two sentences.
     pub note: String,
 }
 
@@ -77,6 +80,7 @@ pub struct PatternNote {
 pub struct FamilyProperties {
     /// A family of `kb/assertions/`.
     pub family: String,
+    /// Properties every candidate of that family must keep on this target, one sentence each.
     pub properties: Vec<String>,
 }
 

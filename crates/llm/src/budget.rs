@@ -4,33 +4,46 @@
 use crate::Usage;
 use serde::{Deserialize, Serialize};
 
+/// The `[budget]` table of ksearch.toml (or the matching flags): limits on a whole run's LLM
+/// use, `None` meaning no limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetLimits {
+    /// LLM calls (cache hits do not count).
     pub max_calls: Option<u64>,
     /// Input plus output tokens.
     pub max_tokens: Option<u64>,
+    /// US dollars, of calls whose price is known.
     pub max_dollars: Option<f64>,
 }
 
 /// What has been spent so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Spent {
+    /// Calls made (cache hits are not recorded).
     pub calls: u64,
+    /// Prompt tokens, cached ones included.
     pub input_tokens: u64,
+    /// Completion tokens, reasoning ones included.
     pub output_tokens: u64,
+    /// Prompt tokens served from the vendor's prompt cache.
     pub cached_input_tokens: u64,
+    /// Output tokens spent on hidden reasoning.
     pub reasoning_tokens: u64,
+    /// US dollars, of the calls whose price is known.
     pub dollars: f64,
     /// Calls whose model had no known price (their cost is not in `dollars`).
     pub unpriced_calls: u64,
 }
 
 impl Spent {
+    /// Input plus output tokens: what `max_tokens` limits.
     pub fn tokens(&self) -> u64 {
         self.input_tokens + self.output_tokens
     }
 
+    /// Counts one call of `usage`; `dollars` is `None` when its price is unknown (counted in
+    /// `unpriced_calls` instead).
     pub fn add(&mut self, usage: &Usage, dollars: Option<f64>) {
         self.calls += 1;
         self.input_tokens += usage.input_tokens;
@@ -44,22 +57,31 @@ impl Spent {
     }
 }
 
+/// A limit of [`BudgetLimits`] is reached: the next call must not start.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("budget exhausted: {what} ({spent} spent of {limit} allowed); the run stops here with its state saved (raise [budget] {key} in ksearch.toml or the matching flag to continue)")]
 pub struct BudgetExceeded {
+    /// What ran out, in words: `LLM calls`, `tokens`, `dollars`.
     pub what: String,
+    /// The `[budget]` key that sets the limit: `max_calls`, `max_tokens`, `max_dollars`.
     pub key: String,
+    /// What was spent, formatted for the message (`$4.02` for dollars).
     pub spent: String,
+    /// The limit, formatted the same way.
     pub limit: String,
 }
 
+/// A run's limits and what it has spent against them; shared by all roles of the run.
 #[derive(Debug, Clone, Default)]
 pub struct Budget {
+    /// The limits, as configured.
     pub limits: BudgetLimits,
+    /// What has been spent so far.
     pub spent: Spent,
 }
 
 impl Budget {
+    /// A budget with `limits` and nothing spent yet.
     pub fn new(limits: BudgetLimits) -> Budget {
         Budget {
             limits,
@@ -98,6 +120,7 @@ impl Budget {
         Ok(())
     }
 
+    /// Accounts one finished call (see [`Spent::add`]).
     pub fn record(&mut self, usage: &Usage, dollars: Option<f64>) {
         self.spent.add(usage, dollars);
     }

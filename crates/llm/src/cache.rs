@@ -16,7 +16,9 @@ pub fn request_key(kind: ProviderKind, model: &str, request: &ChatRequest) -> St
 
 /// Somewhere answers are kept by request key.
 pub trait ResponseCache: Send + Sync {
+    /// The answer kept under `key` ([`request_key`]), if any.
     fn get(&self, key: &str) -> Option<ChatResponse>;
+    /// Keeps `response` under `key`, replacing what was there.
     fn put(&self, key: &str, response: &ChatResponse);
 }
 

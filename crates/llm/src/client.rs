@@ -11,14 +11,17 @@ use std::sync::{Arc, Mutex};
 /// An answer with its accounting.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion {
+    /// The model's answer (the cached one on a hit).
     pub response: ChatResponse,
     /// Content key of the request, under which it is cached and recorded.
     pub key: String,
     /// `None` when the model's price is unknown.
     pub cost_dollars: Option<f64>,
+    /// The answer came from the response cache: no call was made, and it cost nothing.
     pub from_cache: bool,
 }
 
+/// One role's model with the response cache in front and the run's budget and prices behind.
 pub struct LlmClient {
     role: String,
     config: ProviderConfig,
@@ -48,14 +51,17 @@ impl LlmClient {
         }
     }
 
+    /// The role it serves, `planner` or `coder`.
     pub fn role(&self) -> &str {
         &self.role
     }
 
+    /// The provider configuration of its model.
     pub fn config(&self) -> &ProviderConfig {
         &self.config
     }
 
+    /// `provider-name (model)`: see [`ChatModel::describe`].
     pub fn describe(&self) -> String {
         self.model.describe()
     }
@@ -65,6 +71,8 @@ impl LlmClient {
         request_key(self.config.kind, &self.config.model, request)
     }
 
+    /// The cached answer if there is one; else checks the budget, calls the model, prices and
+    /// accounts the call, and caches the answer.
     pub async fn complete(&self, request: &ChatRequest) -> Result<Completion, LlmError> {
         let key = self.key(request);
         if let Some(hit) = self.cache.as_ref().and_then(|c| c.get(&key)) {

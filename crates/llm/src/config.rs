@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Which wire protocol a provider speaks.
 #[serde(rename_all = "kebab-case")]
 pub enum ProviderKind {
     /// OpenAI-compatible `POST {base_url}/chat/completions` (OpenAI, vLLM, llama.cpp, Ollama,
@@ -44,6 +45,7 @@ pub enum ProviderKind {
 }
 
 impl ProviderKind {
+    /// The spelling ksearch.toml's `kind` uses: `openai-chat`, `openai-responses`, `anthropic`, `gemini`.
     pub fn as_str(self) -> &'static str {
         match self {
             ProviderKind::OpenaiChat => "openai-chat",
@@ -59,21 +61,29 @@ impl ProviderKind {
 pub struct ProviderConfig {
     /// The provider's name in the configuration (`openai`, `gpu-box`).
     pub name: String,
+    /// The wire protocol.
     pub kind: ProviderKind,
+    /// The API's base URL, e.g. `https://api.openai.com/v1`.
     pub base_url: String,
+    /// The model to ask for, as the vendor names it.
     pub model: String,
     /// The environment variable holding the API key; `None` for servers without keys.
     pub api_key_env: Option<String>,
     /// Read timeout of one attempt, seconds.
     pub timeout_s: f64,
+    /// Connect timeout of one attempt, seconds.
     pub connect_timeout_s: f64,
+    /// Default sampling temperature of requests that set none; `None` sends none.
     pub temperature: Option<f32>,
+    /// Default output-token limit of requests that set none.
     pub max_tokens: Option<u32>,
+    /// Default reasoning effort (`low`, `medium`, `high`) of requests that set none.
     pub reasoning_effort: Option<String>,
     /// Retries after the first attempt, on 429, 5xx, timeouts and connection failures.
     pub max_retries: u32,
     /// First backoff delay, doubled at each retry (with jitter), capped by `retry_max_delay_s`.
     pub retry_base_delay_s: f64,
+    /// The longest backoff delay, seconds (a server's Retry-After may ask for longer).
     pub retry_max_delay_s: f64,
 }
 
@@ -81,24 +91,39 @@ pub struct ProviderConfig {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderEntry {
+    /// See [`ProviderConfig::kind`]; required for a name that is not a preset.
     pub kind: Option<ProviderKind>,
+    /// See [`ProviderConfig::base_url`].
     pub base_url: Option<String>,
+    /// The default model of this provider (`--llm NAME:MODEL` overrides it).
     pub model: Option<String>,
+    /// See [`ProviderConfig::api_key_env`].
     pub api_key_env: Option<String>,
+    /// See [`ProviderConfig::timeout_s`].
     pub timeout_s: Option<f64>,
+    /// See [`ProviderConfig::connect_timeout_s`].
     pub connect_timeout_s: Option<f64>,
+    /// See [`ProviderConfig::temperature`].
     pub temperature: Option<f32>,
+    /// See [`ProviderConfig::max_tokens`].
     pub max_tokens: Option<u32>,
+    /// See [`ProviderConfig::reasoning_effort`].
     pub reasoning_effort: Option<String>,
+    /// See [`ProviderConfig::max_retries`].
     pub max_retries: Option<u32>,
+    /// See [`ProviderConfig::retry_base_delay_s`].
     pub retry_base_delay_s: Option<f64>,
+    /// See [`ProviderConfig::retry_max_delay_s`].
     pub retry_max_delay_s: Option<f64>,
 }
 
+/// The `[roles]` table: which `PROVIDER:MODEL` answers each role when no flag says.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Roles {
+    /// `PROVIDER:MODEL` (or a provider name) for the planner.
     pub planner: Option<String>,
+    /// `PROVIDER:MODEL` (or a provider name) for the coder.
     pub coder: Option<String>,
 }
 
@@ -106,12 +131,16 @@ pub struct Roles {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LlmConfig {
+    /// `[providers.NAME]` tables, by name, in file order.
     #[serde(default)]
     pub providers: IndexMap<String, ProviderEntry>,
+    /// `[roles]`: the default model of each role.
     #[serde(default)]
     pub roles: Roles,
+    /// `[budget]`: the run's limits.
     #[serde(default)]
     pub budget: BudgetLimits,
+    /// `[prices.MODEL]`: prices that override the built-in table, by model name.
     #[serde(default)]
     pub prices: IndexMap<String, Price>,
 }
@@ -154,6 +183,8 @@ const PRESETS: &[(&str, ProviderKind, &str, Option<&str>)] = &[
     ("llamacpp", ProviderKind::OpenaiChat, "http://localhost:8080/v1", None),
 ];
 
+/// The names of the built-in providers (`openai`, `anthropic`, `ollama`, ...), usable without
+/// a `[providers]` table.
 pub fn preset_names() -> Vec<&'static str> {
     PRESETS.iter().map(|p| p.0).collect()
 }

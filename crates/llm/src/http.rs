@@ -27,6 +27,7 @@ pub struct HttpClient {
 /// A successful (2xx) answer, already parsed as JSON.
 #[derive(Debug, Clone)]
 pub struct HttpReply {
+    /// The response body.
     pub body: serde_json::Value,
     /// HTTP attempts made, 1 when the first one succeeded.
     pub attempts: u32,
@@ -57,6 +58,8 @@ fn seconds(field: &str, provider: &str, value: f64) -> Result<Duration, LlmError
 }
 
 impl HttpClient {
+    /// A client for `config`'s endpoint, sending `key` if given; [`LlmError::Config`] when a
+    /// timeout is not a positive number of seconds.
     pub fn new(config: &ProviderConfig, key: Option<Secret>) -> Result<HttpClient, LlmError> {
         let timeout = seconds("timeout_s", &config.name, config.timeout_s)?;
         let connect_timeout = seconds("connect_timeout_s", &config.name, config.connect_timeout_s)?;
@@ -72,10 +75,12 @@ impl HttpClient {
         })
     }
 
+    /// The provider configuration it was made from.
     pub fn config(&self) -> &ProviderConfig {
         &self.config
     }
 
+    /// The API key it sends; `None` for servers without keys.
     pub fn key(&self) -> Option<&Secret> {
         self.key.as_ref()
     }

@@ -14,6 +14,8 @@
 //!   ksearch-messages, re-exported, as are the message types).
 //! - Keys come from the environment only and never appear in messages ([`redact`]).
 
+#![warn(missing_docs)]
+
 pub mod budget;
 pub mod cache;
 mod client;

@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Price {
+    /// Rate of uncached prompt tokens.
     pub input_per_mtok: f64,
+    /// Rate of completion tokens (reasoning ones included).
     pub output_per_mtok: f64,
     /// Rate of cached prompt tokens; the input rate when absent.
     #[serde(default)]
@@ -16,6 +18,7 @@ pub struct Price {
 }
 
 impl Price {
+    /// What `usage` costs in US dollars, cached prompt tokens at the cached rate.
     pub fn cost(&self, usage: &Usage) -> f64 {
         let cached = usage.cached_input_tokens.min(usage.input_tokens) as f64;
         let uncached = usage.input_tokens as f64 - cached;
@@ -34,6 +37,7 @@ struct PriceFile {
 
 const BUILTIN: &str = include_str!("../data/prices.toml");
 
+/// Prices by model name: the built-in `data/prices.toml` with ksearch.toml's overrides.
 #[derive(Debug, Clone)]
 pub struct PriceTable {
     models: IndexMap<String, Price>,

@@ -3,10 +3,12 @@
 
 use std::fmt;
 
+/// An API key; its `Debug` prints `Secret(***)`, never the value.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 
 impl Secret {
+    /// Wraps a key's value as given (untrimmed, unlike [`Secret::from_env`]).
     pub fn new(value: impl Into<String>) -> Self {
         Secret(value.into())
     }

@@ -7,6 +7,8 @@
 //! or an async runtime; ksearch-llm (the providers) re-exports everything here. Nothing in this
 //! crate performs I/O.
 
+#![warn(missing_docs)]
+
 pub mod extract;
 mod types;
 

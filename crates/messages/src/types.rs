@@ -4,32 +4,42 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Who speaks a [`Message`]; serialized lowercase (`system`, `user`, `assistant`).
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// The standing instructions (Anthropic and Gemini take them apart from the turns).
     System,
+    /// ksearch's side: the prompt, feedback, a retry instruction.
     User,
+    /// The model's side: an earlier answer, kept in the conversation.
     Assistant,
 }
 
+/// One turn of a chat conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Message {
+    /// Who says it.
     pub role: Role,
+    /// The text of the turn, as sent (plain text or Markdown; no images).
     pub content: String,
 }
 
 impl Message {
+    /// A [`Role::System`] message.
     pub fn system(content: impl Into<String>) -> Self {
         Message {
             role: Role::System,
             content: content.into(),
         }
     }
+    /// A [`Role::User`] message.
     pub fn user(content: impl Into<String>) -> Self {
         Message {
             role: Role::User,
             content: content.into(),
         }
     }
+    /// A [`Role::Assistant`] message.
     pub fn assistant(content: impl Into<String>) -> Self {
         Message {
             role: Role::Assistant,
@@ -41,10 +51,14 @@ impl Message {
 /// One request to a chat model. Settings left `None` take the provider's configured value.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ChatRequest {
+    /// The conversation so far, in order; the last one is usually the user's.
     pub messages: Vec<Message>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The output-token limit for the answer.
     pub max_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Sampling temperature; a provider leaves it out where the model refuses one (e.g.
+    /// Anthropic with extended thinking).
     pub temperature: Option<f32>,
     /// `low`, `medium` or `high`, for reasoning models (OpenAI Responses API; Anthropic's and
     /// Gemini's thinking budgets are derived from it).
@@ -80,15 +94,20 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Input plus output tokens (cached and reasoning ones are already inside those two).
     pub fn total(&self) -> u64 {
         self.input_tokens + self.output_tokens
     }
 }
 
+/// A model's answer to one [`ChatRequest`], after any retries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatResponse {
+    /// The answer's text: what [`crate::extract`] reads.
     pub text: String,
+    /// Why the model stopped; [`FinishReason::Length`] means `text` is cut off.
     pub finish_reason: FinishReason,
+    /// Tokens as the vendor counted them.
     pub usage: Usage,
     /// The model that answered, as the vendor reports it (may be more specific than asked).
     pub model: String,
@@ -100,6 +119,7 @@ pub struct ChatResponse {
 }
 
 impl ChatResponse {
+    /// Whether the answer hit the output-token limit ([`FinishReason::Length`]).
     pub fn truncated(&self) -> bool {
         self.finish_reason == FinishReason::Length
     }

@@ -33,6 +33,7 @@ pub enum XAxis {
 }
 
 impl XAxis {
+    /// Every axis, in the order the dashboard offers them.
     pub const ALL: [XAxis; 6] = [
         XAxis::Round,
         XAxis::Evaluations,
@@ -138,11 +139,17 @@ pub struct Series {
 pub enum Missing {
     /// No LLM of ksearch's answered (the knob tuner, an agent, a replay): it spent no dollars
     /// or tokens, and a line at zero would claim it did as well for free.
-    NoLlm { brain: String },
+    NoLlm {
+        /// The run's brain kind (`tuner`, `agent`, `replay`).
+        brain: String,
+    },
     /// The store has none of the quantity: no LLM call had a known price, or the provider
     /// reported no token counts, or no evaluation its wall time, or a passing attempt cannot
     /// be placed.
-    NotRecorded { what: &'static str },
+    NotRecorded {
+        /// What is missing, in words for the chart's note (e.g. `LLM prices`).
+        what: &'static str,
+    },
 }
 
 impl Missing {

@@ -44,6 +44,7 @@ fn template_err(template: &str, e: minijinja::Error) -> ReportError {
 }
 
 impl Renderer {
+    /// A renderer with the crate's built-in templates loaded (they are compiled into the binary).
     pub fn new() -> Renderer {
         let mut env = Environment::new();
         for (name, source) in TEMPLATES {

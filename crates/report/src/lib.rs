@@ -9,6 +9,10 @@
 //!
 //! Everything from a run (kernel sources, LLM text, node texts) is untrusted: templates
 //! auto-escape it, and the SVG code puts it only into escaped text nodes.
+//!
+//! This crate only reads a run: it never changes the run store or the run directory.
+
+#![warn(missing_docs)]
 
 mod axis;
 mod chart;

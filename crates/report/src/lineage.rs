@@ -19,7 +19,9 @@ const CHAR_W: f64 = 6.6;
 /// One candidate in depth-first order of the lineage.
 #[derive(Debug, Clone)]
 pub struct LineageRow<'a> {
+    /// The attempt that produced the candidate.
     pub attempt: &'a Attempt,
+    /// How many ancestors it has in the lineage: 0 for a root (the seed, a fresh start).
     pub depth: usize,
     /// Index of the parent's row.
     pub parent: Option<usize>,

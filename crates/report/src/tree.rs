@@ -67,8 +67,11 @@ pub struct Layout {
     pub positions: Vec<(f64, f64)>,
     /// Index of each node's parent in the node list.
     pub parents: Vec<Option<usize>>,
+    /// Where the figure columns start (right of the deepest node's text), in SVG units (px).
     pub columns_x: f64,
+    /// The whole drawing's width, in SVG units.
     pub width: f64,
+    /// The whole drawing's height, in SVG units.
     pub height: f64,
 }
 

@@ -42,31 +42,43 @@ pub enum TunerError {
     /// The knob file or the template does not fit the target (names the file).
     #[error("{0}")]
     Spec(#[from] SpecError),
+    /// The knob file's default assignment breaks a constraint on this target.
     #[error("{knobs}: the default assignment ({assignment}) is not valid on this target: {error}")]
     InvalidDefault {
+        /// The knob file, by its file name.
         knobs: String,
+        /// The default assignment, described.
         assignment: String,
+        /// The constraint it breaks.
         error: ConstraintError,
     },
     /// An assignment asked for breaks a constraint on this hardware (a run resumed on other
     /// hardware than it was planned on).
     #[error("{knobs}: {assignment} is not valid on this target: {error}")]
     Invalid {
+        /// The knob file, by its file name.
         knobs: String,
+        /// The assignment asked for, described.
         assignment: String,
+        /// The constraint it breaks.
         error: ConstraintError,
     },
+    /// The template could not be rendered with an assignment.
     #[error("{0}")]
     Render(#[from] RenderError),
     /// Every assignment the tuner can reach has been evaluated: the search is over.
     #[error("the knob space is exhausted: {0}")]
     Exhausted(String),
+    /// A node the tuner is asked to code names no knob assignment.
     #[error("node {0} carries no knob assignment")]
     NoAssignment(String),
+    /// A request the tuner cannot answer (an evaluation, say).
     #[error("the tuner answers only planner and coder requests")]
     NotMine,
 }
 
+/// The knob tuner: a brain without an LLM that answers the planner by choosing knob assignments
+/// and the coder by rendering the kernel template with them.
 pub struct Tuner {
     template: KernelTemplate,
     renderer: TemplateRenderer,

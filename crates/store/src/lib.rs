@@ -5,7 +5,10 @@
 //! only ever added (world models are never overwritten), so a run can always be audited,
 //! resumed and replayed.
 //!
-//! Bodies are JSON chosen by the caller; this crate knows tables, not kernels.
+//! Bodies are JSON chosen by the caller; this crate knows tables, not kernels, and must not
+//! interpret the bodies it keeps.
+
+#![warn(missing_docs)]
 
 mod error;
 mod migrations;
@@ -21,6 +24,8 @@ use std::time::Duration;
 /// File name of the database inside a run directory.
 pub const DB_FILE: &str = "run.sqlite";
 
+/// An open run store: one connection to a run directory's `run.sqlite`. Each method is one
+/// statement or one transaction.
 pub struct RunStore {
     conn: Connection,
     path: PathBuf,
@@ -158,10 +163,12 @@ impl RunStore {
             .map_err(|e| self.err(e))
     }
 
+    /// The database file, `RUN_DIR/run.sqlite`.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// The file's schema version (SQLite's `user_version`), as the migrations left it.
     pub fn schema_version(&self) -> Result<i64, StoreError> {
         self.conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
@@ -174,6 +181,7 @@ impl RunStore {
 
     // --- run metadata -------------------------------------------------------------------
 
+    /// Sets run metadata `key` (`task`, `brain`, `executor`...) to `value`, replacing an earlier value.
     pub fn set_meta(&self, key: &str, value: &serde_json::Value) -> Result<(), StoreError> {
         self.conn
             .execute(
@@ -184,6 +192,7 @@ impl RunStore {
             .map_err(|e| self.err(e))
     }
 
+    /// Run metadata `key`; `None` when it was never set.
     pub fn meta(&self, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
         let text: Option<String> = self
             .conn
@@ -252,6 +261,7 @@ impl RunStore {
             .map_err(|e| self.err(e))
     }
 
+    /// Moves request `id` to `state`, stamping `updated_at`; [`StoreError::NoSuchRow`] if there is none.
     pub fn set_request_state(&self, id: &str, state: RequestState) -> Result<(), StoreError> {
         let n = self
             .conn
@@ -270,6 +280,7 @@ impl RunStore {
         Ok(())
     }
 
+    /// The recorded requests in the order they were recorded, only those in `state` when given.
     pub fn requests(&self, state: Option<RequestState>) -> Result<Vec<RequestRow>, StoreError> {
         let mut stmt = self
             .conn
@@ -309,6 +320,7 @@ impl RunStore {
 
     // --- LLM exchanges ------------------------------------------------------------------
 
+    /// Records one LLM call and returns its row id.
     pub fn record_exchange(&self, x: &ExchangeRow) -> Result<i64, StoreError> {
         self.conn
             .execute(
@@ -341,6 +353,7 @@ impl RunStore {
         Ok(self.conn.last_insert_rowid())
     }
 
+    /// Every LLM call in id order, prompts and answers included.
     pub fn exchanges(&self) -> Result<Vec<ExchangeRow>, StoreError> {
         let mut stmt = self
             .conn
@@ -410,6 +423,7 @@ impl RunStore {
             .map_err(|e| self.err(e))
     }
 
+    /// Every candidate in id order, with its sources.
     pub fn candidates(&self) -> Result<Vec<CandidateRow>, StoreError> {
         let mut stmt = self
             .conn
@@ -428,6 +442,7 @@ impl RunStore {
         Ok(out)
     }
 
+    /// Adds an evaluation and returns its row id.
     pub fn add_evaluation(&self, e: &EvaluationRow) -> Result<i64, StoreError> {
         self.conn
             .execute(
@@ -438,6 +453,7 @@ impl RunStore {
         Ok(self.conn.last_insert_rowid())
     }
 
+    /// Every evaluation in id order, with its record.
     pub fn evaluations(&self) -> Result<Vec<EvaluationRow>, StoreError> {
         let mut stmt = self
             .conn
@@ -481,6 +497,7 @@ impl RunStore {
         Ok(self.conn.last_insert_rowid())
     }
 
+    /// Every world-model version, oldest first.
     pub fn world_models(&self) -> Result<Vec<WorldModelRow>, StoreError> {
         let mut stmt = self
             .conn

@@ -59,12 +59,18 @@ use text::list_numbers;
 /// the model and can be sent back verbatim (see [`retry_instruction`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExtractError {
+    /// The answer has no text, or only whitespace.
     #[error("the answer is empty")]
     EmptyAnswer,
 
+    /// No `{` anywhere in the answer.
     #[error("no JSON object found in the answer (it has {chars} characters and no '{{')")]
-    NoJsonObject { chars: usize },
+    NoJsonObject {
+        /// The answer's length in characters, to show it was not empty.
+        chars: usize,
+    },
 
+    /// An object was found but does not parse, even after the small repairs.
     #[error("the JSON object starting at line {line} does not parse: {message}{}",
         if *.truncated { " — the answer looks truncated" } else { "" })]
     InvalidJson {
@@ -76,56 +82,106 @@ pub enum ExtractError {
         truncated: bool,
     },
 
+    /// An object parses as JSON but does not deserialize into the wanted type.
     #[error("the JSON object starting at line {line} does not have the expected form: {message} at {} (line {at_line}, column {at_column})",
         describe_path(.path))]
     WrongShape {
+        /// Line of the object's `{`.
         line: usize,
         /// serde_json's message without its position, e.g. "missing field `steps`".
         message: String,
         /// Where in the object, e.g. `steps[1].kind`; empty for the top level.
         path: String,
+        /// Line (from 1) in the answer of the offending value.
         at_line: usize,
+        /// Column (from 1) of the offending value on `at_line`.
         at_column: usize,
     },
 
+    /// No file and no code block to take (and no single unnamed block for a default name).
     #[error("no code found in the answer: {detail}")]
-    NoCode { detail: String },
+    NoCode {
+        /// What was seen instead, e.g. fences that hold prose or empty blocks.
+        detail: String,
+    },
 
+    /// No file is named and there are several code blocks naming none, so the default name fits none.
     #[error("the answer has {} code blocks without file names (at lines {}), so it is not clear which file each one is; put each file in its own <file path=\"NAME\">...</file> tag",
         .lines.len(), list_numbers(.lines))]
-    UnnamedBlocks { lines: Vec<usize> },
+    UnnamedBlocks {
+        /// The opening fence line (from 1) of each unnamed block.
+        lines: Vec<usize>,
+    },
 
+    /// No file is named and the one code block names none either, with no default name to give it.
     #[error(
         "the code block at line {line} does not say which file it is; put it in a <file path=\"NAME\">...</file> tag"
     )]
-    MissingFileName { line: usize },
+    MissingFileName {
+        /// Line (from 1) in the answer where the unnamed block's fence opens.
+        line: usize,
+    },
 
+    /// A file path that is absolute, escapes with `..`, is empty or has control characters.
     #[error("the file path \"{path}\" is not allowed: {reason}")]
-    BadPath { path: String, reason: String },
+    BadPath {
+        /// The path as the model wrote it.
+        path: String,
+        /// Which rule it breaks, e.g. "it is empty".
+        reason: String,
+    },
 
+    /// Two blocks or tags name the same (normalized) path.
     #[error(
         "the file \"{path}\" is given twice (lines {first_line} and {second_line}); send each file once, complete"
     )]
     DuplicateFile {
+        /// The normalized path both name.
         path: String,
+        /// Line (from 1) in the answer where the first one starts.
         first_line: usize,
+        /// Line (from 1) in the answer where the second one starts.
         second_line: usize,
     },
 
+    /// A named file whose content is only whitespace.
     #[error("the file \"{path}\" (line {line}) is empty")]
-    EmptyFile { path: String, line: usize },
+    EmptyFile {
+        /// The normalized path.
+        path: String,
+        /// Line (from 1) in the answer where the file's block or tag starts.
+        line: usize,
+    },
 
+    /// A fence opened and the answer ended before its closing fence.
     #[error("the code block starting at line {line} is not closed — the answer looks truncated")]
-    UnterminatedFence { line: usize },
+    UnterminatedFence {
+        /// Line (from 1) in the answer where the fence opens.
+        line: usize,
+    },
 
+    /// A `<file>` tag opened and the answer ended before `</file>`.
     #[error("the <file> tag opened at line {line} is not closed with </file> — the answer looks truncated")]
-    UnterminatedFileTag { line: usize },
+    UnterminatedFileTag {
+        /// Line (from 1) in the answer where the tag opens.
+        line: usize,
+    },
 
+    /// A `<file>` tag opened and another one opened before `</file>`.
     #[error("the <file> tag opened at line {line} is not closed with </file> before the next <file> tag at line {next_line}")]
-    FileTagNotClosed { line: usize, next_line: usize },
+    FileTagNotClosed {
+        /// Line (from 1) in the answer where the unclosed tag opens.
+        line: usize,
+        /// Line (from 1) in the answer where the next `<file>` tag opens.
+        next_line: usize,
+    },
 
+    /// A `<file>` tag without a `path=` (or `name=`, `filename=`) attribute.
     #[error("the <file> tag at line {line} has no path; write it as <file path=\"NAME\">...</file>")]
-    FileTagWithoutPath { line: usize },
+    FileTagWithoutPath {
+        /// Line (from 1) in the answer where the tag is.
+        line: usize,
+    },
 }
 
 impl ExtractError {

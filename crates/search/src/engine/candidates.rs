@@ -6,13 +6,20 @@ use super::protocol::{EvalSummary, Source};
 use super::resources::resource_lines;
 use serde::{Deserialize, Serialize};
 
+/// A kernel the engine has: the seed, a coder's answer or a knob sweep's variant, with its results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Candidate {
+    /// The engine's id, assigned in order from 1 (what the store's candidate rows carry).
     pub id: i64,
+    /// The candidate it was derived from; `None` for the seed or a kernel written from scratch.
     pub parent: Option<i64>,
+    /// The world-model node it implements (`root` under `refine` and `evolve`, which use no tree).
     pub node_id: String,
+    /// The round it was made in.
     pub round: u32,
+    /// The cycle it was made in (a cycle works on one node).
     pub cycle: u32,
+    /// Its source files.
     pub sources: Vec<Source>,
     /// The evaluation during the search (None until evaluated).
     pub result: Option<EvalSummary>,
@@ -27,10 +34,12 @@ pub struct Candidate {
 }
 
 impl Candidate {
+    /// Whether its search evaluation passed (false until evaluated).
     pub fn passed(&self) -> bool {
         self.result.as_ref().is_some_and(|r| r.passed())
     }
 
+    /// Its speedup over the reference, if its search evaluation passed.
     pub fn speedup(&self) -> Option<f64> {
         self.result.as_ref().filter(|r| r.passed()).and_then(|r| r.speedup)
     }

@@ -41,6 +41,7 @@ impl CompareRule {
         CompareRule::Speedup
     }
 
+    /// The spelling of the `started` event and the settings: `speedup`, `paired`.
     pub fn as_str(self) -> &'static str {
         match self {
             CompareRule::Speedup => "speedup",
@@ -53,7 +54,9 @@ impl CompareRule {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Order {
+    /// `a` is faster than `b` beyond the noise.
     Faster,
+    /// `a` is slower than `b` beyond the noise.
     Slower,
     /// Within the noise of each other.
     Within,
@@ -69,10 +72,12 @@ pub struct Comparison {
     pub noise: f64,
     /// Workloads paired; 0 when the speedups were compared.
     pub paired: usize,
+    /// The verdict: `gain` beyond the noise either way, or within it.
     pub order: Order,
 }
 
 impl Comparison {
+    /// `a` beats `b` beyond the noise.
     pub fn faster(&self) -> bool {
         self.order == Order::Faster
     }

@@ -19,6 +19,7 @@ pub const ATTEMPTS_BUDGET: usize = 8000;
 pub const DIFFS_SHOWN: usize = 2;
 /// Lines and characters of one diff.
 pub const DIFF_MAX_LINES: usize = 60;
+/// Characters of one diff (it is cut at whichever limit comes first).
 pub const DIFF_MAX_CHARS: usize = 2500;
 /// Lines of an error shown from its start and from its end, and the characters of each line.
 pub const ERROR_HEAD: usize = 4;
@@ -30,9 +31,11 @@ pub const DESCRIPTION_CHARS: usize = 200;
 /// One coder answer or knob sweep variant of the run, in the order they were made.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AttemptRecord {
+    /// The round it was made in.
     pub round: u32,
     /// The coder request's kind; `None` for a knob sweep variant (made by the engine).
     pub kind: Option<CodeKind>,
+    /// The world-model node it worked on.
     pub node_id: String,
     /// The coder request it answered (`r83`), so a brain answering several requests at once can
     /// tell which candidate came of which answer; `None` for a knob sweep variant.

@@ -109,9 +109,11 @@ impl SplitMix64 {
 pub struct Elite {
     /// `[size bin, loop bin]` (see [`descriptors`]).
     pub cell: [u32; 2],
+    /// The candidate holding the cell: the best of those that fell into it.
     pub candidate: i64,
 }
 
+/// One island of `evolve`: an archive of elites that evolves apart, but for migrations.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Island {
     /// The occupied cells, ordered by cell.
@@ -124,10 +126,12 @@ pub struct Island {
 }
 
 impl Island {
+    /// The candidate holding `cell`, if it is occupied.
     pub fn elite_at(&self, cell: [u32; 2]) -> Option<i64> {
         self.archive.iter().find(|e| e.cell == cell).map(|e| e.candidate)
     }
 
+    /// Whether `candidate` holds a cell of this island's archive.
     pub fn contains(&self, candidate: i64) -> bool {
         self.archive.iter().any(|e| e.candidate == candidate)
     }
@@ -136,20 +140,28 @@ impl Island {
 /// What a round of `evolve` was asked to do.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Step {
+    /// The round.
     pub round: u32,
+    /// The island it worked on, an index into [`Evolve::islands`].
     pub island: usize,
+    /// What the coder was asked: improve a parent, debug a failure, or write from the seed.
     pub kind: CodeKind,
     /// The sampled parent (`improve`), the failure to fix (`debug`), or the seed (`action`).
     pub parent: Option<i64>,
+    /// Other elites shown to the coder for ideas, by candidate id.
     pub inspirations: Vec<i64>,
 }
 
 /// The best of island `from` offered to island `to` after round `round`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Migration {
+    /// The round after which it moved.
     pub round: u32,
+    /// The island it left (an index into [`Evolve::islands`]).
     pub from: usize,
+    /// The island it was offered to.
     pub to: usize,
+    /// The migrant, by candidate id.
     pub candidate: i64,
     /// Whether it took its cell (an empty one, or by beating the incumbent).
     pub accepted: bool,
@@ -199,6 +211,7 @@ impl Evolve {
         }
     }
 
+    /// The islands, in index order.
     pub fn islands(&self) -> &[Island] {
         &self.islands
     }
@@ -208,10 +221,12 @@ impl Evolve {
         &self.steps
     }
 
+    /// Every migration so far, in order.
     pub fn migrations(&self) -> &[Migration] {
         &self.migrations
     }
 
+    /// The archive's grid size, `[size bins, loop bins]` (see [`descriptors`]).
     pub fn grid(&self) -> [u32; 2] {
         self.grid
     }

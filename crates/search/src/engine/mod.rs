@@ -48,10 +48,18 @@ use std::collections::HashMap;
 /// handled inside the search).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum EngineError {
+    /// An answer event that no outstanding request asked for.
     #[error("event {event} does not answer the pending request ({pending})")]
-    Unexpected { event: String, pending: String },
+    Unexpected {
+        /// The event's kind (`coder_answered`, ...).
+        event: String,
+        /// The requests the engine was waiting on, described (or that it waited on none).
+        pending: String,
+    },
+    /// A second `started` event.
     #[error("the search is already started")]
     AlreadyStarted,
+    /// An invariant of the engine broke; the message says which.
     #[error("internal: {0}")]
     Internal(String),
 }
@@ -98,6 +106,8 @@ enum Phase {
     Finished,
 }
 
+/// The search engine: a pure state machine. Events go in through [`Engine::apply`], requests
+/// come out; it does no I/O, so replaying a run's event log rebuilds the same engine.
 #[derive(Debug, Clone)]
 pub struct Engine {
     task: Option<TaskBrief>,
@@ -151,6 +161,7 @@ impl Default for Engine {
 }
 
 impl Engine {
+    /// An engine that has seen no event; the first must be `started`.
     pub fn new() -> Engine {
         Engine {
             task: None,
@@ -226,38 +237,47 @@ impl Engine {
         self.config.parallel.max(1) as usize
     }
 
+    /// The current world model (a root-only tree under `refine` and `evolve`).
     pub fn world_model(&self) -> &WorldModel {
         &self.wm
     }
 
+    /// Every candidate so far, in id order.
     pub fn candidates(&self) -> &[Candidate] {
         &self.candidates
     }
 
+    /// The candidate with id `id`, if there is one.
     pub fn candidate(&self, id: i64) -> Option<&Candidate> {
         self.candidates.iter().find(|c| c.id == id)
     }
 
+    /// The current round (rounds started so far).
     pub fn round(&self) -> u32 {
         self.round
     }
 
+    /// Cycles started so far.
     pub fn cycle_count(&self) -> u32 {
         self.cycle_count
     }
 
+    /// The configuration the `started` event gave (defaults before it).
     pub fn config(&self) -> &EngineConfig {
         &self.config
     }
 
+    /// The task as the `started` event described it; `None` before it.
     pub fn task(&self) -> Option<&TaskBrief> {
         self.task.as_ref()
     }
 
+    /// How many events [`Engine::apply`] has taken.
     pub fn events_applied(&self) -> u64 {
         self.events_applied
     }
 
+    /// The search reached its end (budget of rounds, nothing left to do, a fatal failure).
     pub fn is_finished(&self) -> bool {
         self.phase == Phase::Finished
     }
@@ -397,6 +417,8 @@ impl Engine {
 
     // --- the state machine ------------------------------------------------------------------
 
+    /// Takes one event: updates the state and queues the requests it calls for. An error means
+    /// a defect of the driver or a tampered log (see [`EngineError`]).
     pub fn apply(&mut self, event: &Event) -> Result<(), EngineError> {
         let answered = self.answered_by(event)?;
         self.answering = answered.map(|i| self.outstanding.remove(i));

@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 /// A source file of a candidate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Source {
+    /// The file's relative path in the solution, e.g. `kernel.cu`.
     pub path: String,
+    /// The file's full text.
     pub content: String,
 }
 
@@ -17,6 +19,7 @@ pub struct Source {
 /// `started` event so a replay sees exactly what the original run saw.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskBrief {
+    /// The task's name as its definition gives it, e.g. `mamba_scan`.
     pub name: String,
     /// The task for the planner and coder: description, inputs and outputs, reference, workloads.
     pub text: String,
@@ -57,6 +60,7 @@ pub struct EngineConfig {
     pub final_top_k: usize,
     /// Caps of the world model's compact rendering in prompts.
     pub wm_max_nodes: usize,
+    /// The most characters of that rendering.
     pub wm_max_chars: usize,
     /// How candidates are generated; every strategy spends the same budget (`rounds`).
     pub strategy: Strategy,
@@ -170,23 +174,32 @@ impl std::str::FromStr for Strategy {
 /// Per-workload figures of an evaluation, as the planner sees them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadSummary {
+    /// The workload's uuid as the task's workloads file gives it.
     pub uuid: String,
+    /// The workload's status (`passed`, `incorrect`, ...).
     pub status: String,
+    /// Reference median over candidate median; `None` without timings.
     pub speedup: Option<f64>,
+    /// Median of the candidate's timings, in nanoseconds.
     pub median_ns: Option<f64>,
+    /// Interquartile range of the candidate's timings, in nanoseconds.
     pub iqr_ns: Option<f64>,
+    /// Median of the reference's timings, in nanoseconds.
     pub reference_median_ns: Option<f64>,
 }
 
 /// The part of an evaluation the search reasons with (the full record is in the store).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvalSummary {
+    /// The evaluation's overall status (`passed`, `compile_error`, `incorrect`, ...).
     pub status: String,
+    /// Why it did not pass, for the planner and coder; `None` when it passed.
     pub reason: Option<String>,
     /// Geometric mean over workloads of reference median / candidate median.
     pub speedup: Option<f64>,
     /// The largest IQR / median of the candidate over workloads: the run-to-run noise.
     pub relative_noise: Option<f64>,
+    /// Per-workload figures, in the task's workload order.
     #[serde(default)]
     pub workloads: Vec<WorkloadSummary>,
     /// The last lines of the evaluation's log (compiler or runtime messages), bounded.
@@ -227,11 +240,13 @@ impl EvalSummary {
         }
     }
 
+    /// Whether it counts as a pass: status `passed`, a speedup, and no suspicious timing.
     pub fn passed(&self) -> bool {
         self.status == "passed" && self.speedup.is_some() && self.suspicious.is_none()
     }
 }
 
+/// Why a candidate is evaluated (stored as the evaluation row's `purpose`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Purpose {
@@ -243,13 +258,25 @@ pub enum Purpose {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+/// What a planner request asks for.
 pub enum PlanKind {
+    /// Build the first tree from the task.
     Init,
+    /// Add actions: the frontier has too few to select from.
     Propose,
-    Refine { node_id: String },
-    TooHard { node_id: String },
+    /// A cycle ended with a passing candidate, now attached to the node: update the tree.
+    Refine {
+        /// The node the cycle worked on.
+        node_id: String,
+    },
+    /// A cycle ended without a passing candidate and the node is marked too hard: update the tree.
+    TooHard {
+        /// The node the cycle worked on.
+        node_id: String,
+    },
 }
 
+/// What a coder request asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CodeKind {
@@ -262,6 +289,7 @@ pub enum CodeKind {
 }
 
 impl CodeKind {
+    /// The JSON spelling: `action`, `debug`, `improve`.
     pub fn as_str(self) -> &'static str {
         match self {
             CodeKind::Action => "action",
@@ -275,33 +303,52 @@ impl CodeKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "request", rename_all = "snake_case")]
 pub enum Request {
+    /// Ask the planner for an edit script of the world model.
     Plan {
+        /// The request's id (`r12`), which its answer event names.
         id: String,
+        /// What the plan is for.
         plan: PlanKind,
+        /// The prompt: the conversation to send.
         messages: Vec<Message>,
     },
+    /// Ask the coder for a kernel.
     Code {
+        /// The request's id, which its answer event names.
         id: String,
+        /// Implement an action, debug a failure, or improve the best.
         code: CodeKind,
+        /// The world-model node being worked on.
         node_id: String,
+        /// The candidate the answer builds on (its parent); `None` to start from scratch.
         base_candidate: Option<i64>,
+        /// The prompt: the conversation to send.
         messages: Vec<Message>,
     },
+    /// Ask the executor to evaluate a candidate.
     Evaluate {
+        /// The request's id, which the `evaluated` event names.
         id: String,
+        /// The candidate to evaluate.
         candidate_id: i64,
+        /// During the search, or the final re-measurement.
         purpose: Purpose,
+        /// The candidate's language (`c`, `cuda`, ...), as [`TaskBrief::language`].
         language: String,
+        /// The candidate's source files.
         sources: Vec<Source>,
     },
     /// The run is over; nothing to serve.
     Finished {
+        /// The best passing candidate; `None` when none passed.
         best_candidate: Option<i64>,
+        /// Why the run ended, in words (the round budget is spent, ...).
         reason: String,
     },
 }
 
 impl Request {
+    /// The request's id; `None` for `Finished`, which nobody answers.
     pub fn id(&self) -> Option<&str> {
         match self {
             Request::Plan { id, .. } | Request::Code { id, .. } | Request::Evaluate { id, .. } => Some(id),
@@ -324,33 +371,50 @@ impl Request {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
+    /// The run begins: the first event of every log.
     Started {
+        /// The task, as the run snapshot it.
         task: TaskBrief,
+        /// The method's settings for the run.
         config: EngineConfig,
     },
+    /// The planner's answer to a `Plan` request.
     PlannerAnswered {
+        /// The id of the request it answers.
         request_id: String,
+        /// The answer as written (the engine extracts the edit script).
         text: String,
     },
+    /// The coder's answer to a `Code` request.
     CoderAnswered {
+        /// The id of the request it answers.
         request_id: String,
+        /// The answer as written (the engine extracts the code files).
         text: String,
     },
+    /// The executor's result for an `Evaluate` request.
     Evaluated {
+        /// The id of the request it answers.
         request_id: String,
+        /// The candidate evaluated.
         candidate_id: i64,
+        /// What the search needs of the evaluation record.
         summary: EvalSummary,
     },
     /// The request could not be served. `fatal` (an exhausted budget, a broken evaluator) ends
     /// the search: the engine goes straight to the final re-measurement.
     RequestFailed {
+        /// The id of the request that failed.
         request_id: String,
+        /// Why, in words (the provider's or executor's error).
         error: String,
+        /// Whether the search must end (see above).
         fatal: bool,
     },
 }
 
 impl Event {
+    /// The event's tag in JSON and in the store's `kind` column (`started`, `coder_answered`, ...).
     pub fn kind(&self) -> &'static str {
         match self {
             Event::Started { .. } => "started",

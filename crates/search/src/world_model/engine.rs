@@ -7,12 +7,16 @@ use super::{ComputedSignals, WorldModel};
 /// Why an engine operation was refused (a bug in the caller, not in the planner).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EngineError {
+    /// No node has that id.
     #[error("no node '{0}'")]
     NoNode(String),
+    /// The node is the root, which has no action to mark.
     #[error("'{0}' is the root, which is not an action")]
     Root(String),
+    /// The node is solved, so it cannot be marked too hard.
     #[error("'{0}' has a solution_ref; a solved node cannot be marked too hard")]
     Solved(String),
+    /// Another refused operation; the message says what.
     #[error("{0}")]
     Invalid(String),
 }

@@ -47,11 +47,17 @@ use serde::{Deserialize, Serialize};
 pub struct ComputedSignals {
     /// Status of the last evaluation (`passed`, `compile_error`, ...).
     pub last_status: Option<String>,
+    /// The last evaluation's latency in nanoseconds: geometric mean over workloads of the medians.
     pub last_latency_ns: Option<f64>,
+    /// The reference's latency in that evaluation, the same way (nanoseconds).
     pub reference_latency_ns: Option<f64>,
+    /// The last evaluation's speedup over the reference, if it has one.
     pub last_speedup: Option<f64>,
+    /// The best candidate's speedup so far, by the run's comparison rule.
     pub best_speedup: Option<f64>,
+    /// The candidate that holds `best_speedup`.
     pub best_candidate_id: Option<i64>,
+    /// The engine's round when the signals were last filled.
     pub round: u32,
 }
 
@@ -68,6 +74,7 @@ pub struct DecisionTree {
 }
 
 impl DecisionTree {
+    /// The root's id, `root`.
     pub fn root_id(&self) -> &str {
         &self.root_id
     }
@@ -87,6 +94,7 @@ impl DecisionTree {
         &self.retired_ids
     }
 
+    /// The node with id `id`, if there is one.
     pub fn node(&self, id: &str) -> Option<&Node> {
         self.nodes.iter().find(|n| n.node_id == id)
     }
@@ -99,10 +107,12 @@ impl DecisionTree {
         self.nodes.iter_mut().find(|n| n.node_id == id)
     }
 
+    /// Whether a node has id `id`.
     pub fn contains(&self, id: &str) -> bool {
         self.index_of(id).is_some()
     }
 
+    /// The root node; `None` only in a tree not yet built.
     pub fn root(&self) -> Option<&Node> {
         self.node(&self.root_id)
     }
@@ -115,6 +125,7 @@ impl DecisionTree {
             .collect()
     }
 
+    /// Whether any node has `id` as its parent.
     pub fn has_children(&self, id: &str) -> bool {
         self.nodes.iter().any(|n| n.parent_id.as_deref() == Some(id))
     }
@@ -240,14 +251,17 @@ impl WorldModel {
         }
     }
 
+    /// The decision tree.
     pub fn tree(&self) -> &DecisionTree {
         &self.decision_tree
     }
 
+    /// The measured signals the engine filled in.
     pub fn signals(&self) -> &ComputedSignals {
         &self.computed_signals
     }
 
+    /// The node with id `id`, if there is one (see [`DecisionTree::node`]).
     pub fn node(&self, id: &str) -> Option<&Node> {
         self.decision_tree.node(id)
     }

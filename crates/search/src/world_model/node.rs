@@ -15,14 +15,19 @@ pub const MAX_ID_LEN: usize = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Risk {
+    /// Unlikely to hurt.
     Low,
+    /// May hurt; the default of a dimension left out.
     Medium,
+    /// Likely to hurt unless done carefully.
     High,
 }
 
 impl Risk {
+    /// Every risk, from low to high.
     pub const ALL: [Risk; 3] = [Risk::Low, Risk::Medium, Risk::High];
 
+    /// The JSON spelling: `low`, `medium`, `high`.
     pub fn as_str(self) -> &'static str {
         match self {
             Risk::Low => "low",
@@ -31,6 +36,7 @@ impl Risk {
         }
     }
 
+    /// The risk spelled `s` (as [`Risk::as_str`] writes it), if any.
     pub fn parse(s: &str) -> Option<Risk> {
         Risk::ALL.into_iter().find(|r| r.as_str() == s)
     }
@@ -41,7 +47,9 @@ impl Risk {
 pub struct Impact {
     /// 0-10, higher is better for the kernel.
     pub rating: f64,
+    /// How risky the choice is along this dimension.
     pub risk: Risk,
+    /// The planner's reasoning for the rating; may be empty.
     #[serde(default)]
     pub notes: String,
 }
@@ -60,7 +68,9 @@ impl Default for Impact {
 /// The three dimensions every node is rated on.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Impacts {
+    /// Effect on memory traffic and bandwidth use.
     pub memory_bandwidth: Impact,
+    /// Effect on registers per thread (and so occupancy); higher is better (less pressure).
     pub register_pressure: Impact,
     /// Compute intensity / hardware fit.
     pub compute_intensity: Impact,
@@ -70,6 +80,7 @@ impl Impacts {
     /// The dimension names, in serialisation order.
     pub const DIMENSIONS: [&'static str; 3] = ["memory_bandwidth", "register_pressure", "compute_intensity"];
 
+    /// The dimension named `dimension` (one of [`Impacts::DIMENSIONS`]), if it is one.
     pub fn get(&self, dimension: &str) -> Option<&Impact> {
         match dimension {
             "memory_bandwidth" => Some(&self.memory_bandwidth),
@@ -111,6 +122,7 @@ pub enum NodeStatus {
 }
 
 impl NodeStatus {
+    /// Every status, in declaration order.
     pub const ALL: [NodeStatus; 4] = [
         NodeStatus::Open,
         NodeStatus::Solved,
@@ -118,6 +130,7 @@ impl NodeStatus {
         NodeStatus::Closed,
     ];
 
+    /// The JSON spelling: `open`, `solved`, `too_hard`, `closed`.
     pub fn as_str(self) -> &'static str {
         match self {
             NodeStatus::Open => "open",
@@ -127,6 +140,7 @@ impl NodeStatus {
         }
     }
 
+    /// The status spelled `s` (as [`NodeStatus::as_str`] writes it), if any.
     pub fn parse(s: &str) -> Option<NodeStatus> {
         NodeStatus::ALL.into_iter().find(|st| st.as_str() == s)
     }
@@ -135,9 +149,12 @@ impl NodeStatus {
 /// One concrete optimisation step the coder can implement.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Action {
+    /// Short name of the step, e.g. `vectorise loads with float4`.
     pub title: String,
+    /// What to change, for the coder; may be empty.
     #[serde(default)]
     pub description: String,
+    /// Why it should help; may be empty.
     #[serde(default)]
     pub rationale: String,
     /// 1 (trivial) to 5 (very hard).
@@ -152,33 +169,46 @@ pub struct Action {
 /// The best passing candidate of the cycle that worked on a node. Engine-owned.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SolutionRef {
+    /// The candidate's id.
     pub candidate_id: i64,
+    /// Its speedup over the reference.
     pub speedup: f64,
+    /// Its latency in nanoseconds: geometric mean over workloads of the medians (0 if none).
     pub latency_ns: f64,
+    /// The round it was made in.
     pub round: u32,
 }
 
 /// One node of the decision tree.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Node {
+    /// The node's id (see [`NodeId`]).
     pub node_id: NodeId,
     /// `None` for the root only.
     pub parent_id: Option<NodeId>,
+    /// The design question the node answers, e.g. `how to tile the K loop`.
     pub decision: String,
+    /// The answer this node takes to it.
     pub choice: String,
     /// 0-10.
     pub overall_rating: f64,
     /// 0-1.
     pub confidence: f64,
+    /// The planner's estimate along each dimension.
     pub impacts: Impacts,
+    /// The planner's notes; may be empty.
     #[serde(default)]
     pub notes: String,
+    /// The last round in which the node was changed.
     pub last_updated_round: u32,
+    /// Where the node stands.
     pub status: NodeStatus,
     /// Why the node is `too_hard` (set by the engine); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_reason: Option<String>,
+    /// The step the coder can implement here; `None` for a pure decision node.
     pub action: Option<Action>,
+    /// The best passing candidate of the cycle that worked on it (engine-owned).
     pub solution_ref: Option<SolutionRef>,
 }
 

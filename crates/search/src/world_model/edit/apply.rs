@@ -16,6 +16,7 @@ pub struct ApplyReport {
     pub inserted: Vec<NodeId>,
     /// Nodes changed by `update_node` or `split_node` (each once, in op order).
     pub updated: Vec<NodeId>,
+    /// Nodes removed by `delete_node`, in op order.
     pub deleted: Vec<NodeId>,
     /// The active leaf after the script.
     pub active_leaf_id: NodeId,

@@ -19,6 +19,7 @@ pub struct EditError {
     pub node_id: Option<NodeId>,
     /// The offending field, relative to the op (`set.confidence`, `children[1].node_id`).
     pub field: Option<String>,
+    /// What is wrong, addressed to the planner.
     pub message: String,
 }
 

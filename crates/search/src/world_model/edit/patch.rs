@@ -7,10 +7,13 @@ use crate::world_model::node::{self, Action, Impact, Impacts, Risk};
 /// Per-dimension changes of the impacts; absent dimensions stay as they are.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct ImpactsPatch {
+    /// Changes of the memory-bandwidth impact.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_bandwidth: Option<ImpactPatch>,
+    /// Changes of the register-pressure impact.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub register_pressure: Option<ImpactPatch>,
+    /// Changes of the compute-intensity impact.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compute_intensity: Option<ImpactPatch>,
 }
@@ -18,15 +21,19 @@ pub struct ImpactsPatch {
 /// Changes of one impact dimension; absent fields stay as they are.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct ImpactPatch {
+    /// New rating, 0-10.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rating: Option<f64>,
+    /// New risk.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub risk: Option<Risk>,
+    /// New notes, replacing the old.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notes: Option<String>,
 }
 
 impl ImpactsPatch {
+    /// Whether it changes no dimension.
     pub fn is_empty(&self) -> bool {
         self.memory_bandwidth.is_none() && self.register_pressure.is_none() && self.compute_intensity.is_none()
     }
@@ -75,16 +82,22 @@ impl ImpactPatch {
 /// Fields of an action to change; absent fields stay as they are.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct ActionPatch {
+    /// New title.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// New description.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// New rationale.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rationale: Option<String>,
+    /// New difficulty, 1 (trivial) to 5 (very hard).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub difficulty: Option<u8>,
+    /// New priority score, 0-1.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<f64>,
+    /// New expected speed factor vs the baseline (> 0).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expected_speedup: Option<f64>,
 }

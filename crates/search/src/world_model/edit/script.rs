@@ -25,6 +25,7 @@ pub struct EditScript {
     /// Replaces the model's `open_questions`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub open_questions: Option<Vec<String>>,
+    /// The operations, applied in order.
     pub ops: Vec<EditOp>,
 }
 
@@ -33,16 +34,33 @@ pub struct EditScript {
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum EditOp {
     /// A new node under an existing one.
-    InsertNode { node: NewNode },
+    InsertNode {
+        /// The node; its `parent_id` says where.
+        node: NewNode,
+    },
     /// Changes planner-owned fields of a node.
-    UpdateNode { node_id: NodeId, set: NodeUpdate },
+    UpdateNode {
+        /// The node to change.
+        node_id: NodeId,
+        /// The fields to change; absent ones stay.
+        set: NodeUpdate,
+    },
     /// Replaces a node's action by sub-decisions (the children).
-    SplitNode { node_id: NodeId, children: Vec<NewNode> },
+    SplitNode {
+        /// The node whose action is replaced.
+        node_id: NodeId,
+        /// The sub-decisions, inserted as its children in order.
+        children: Vec<NewNode>,
+    },
     /// Removes a leaf without a solution.
-    DeleteNode { node_id: NodeId },
+    DeleteNode {
+        /// The leaf to remove.
+        node_id: NodeId,
+    },
 }
 
 impl EditOp {
+    /// The op's tag in JSON: `insert_node`, `update_node`, `split_node`, `delete_node`.
     pub fn kind(&self) -> &'static str {
         match self {
             EditOp::InsertNode { .. } => "insert_node",
@@ -71,15 +89,21 @@ pub struct NewNode {
     /// Required for `insert_node`; for a split child absent or the split node's id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent_id: Option<NodeId>,
+    /// The design question the node answers.
     pub decision: String,
+    /// The answer this node takes to it.
     pub choice: String,
+    /// The planner's overall rating, 0-10.
     pub overall_rating: f64,
+    /// The planner's confidence in the rating, 0-1.
     pub confidence: f64,
     /// Dimensions (and fields) left out default to rating 5, risk medium, empty notes.
     #[serde(skip_serializing_if = "ImpactsPatch::is_empty")]
     pub impacts: ImpactsPatch,
+    /// Free notes; empty when absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notes: Option<String>,
+    /// The optimisation step the coder can implement; `None` for a pure decision node.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub action: Option<Action>,
 }
@@ -87,18 +111,25 @@ pub struct NewNode {
 /// The `set` of an `update_node`: the planner-owned fields to change.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct NodeUpdate {
+    /// New design question.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<String>,
+    /// New choice.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub choice: Option<String>,
+    /// New overall rating, 0-10.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overall_rating: Option<f64>,
+    /// New confidence, 0-1.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub confidence: Option<f64>,
+    /// Changes of the impacts, per dimension.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub impacts: Option<ImpactsPatch>,
+    /// New notes, replacing the old.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notes: Option<String>,
+    /// Removes or changes the action.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub action: Option<ActionEdit>,
     /// Only `closed`, or `open` (an explicit reopen); `solved`/`too_hard` are the engine's.
@@ -107,6 +138,7 @@ pub struct NodeUpdate {
 }
 
 impl NodeUpdate {
+    /// Whether it changes nothing.
     pub fn is_empty(&self) -> bool {
         *self == NodeUpdate::default()
     }
@@ -117,7 +149,9 @@ impl NodeUpdate {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum ActionEdit {
+    /// `null`: the node loses its action.
     Remove,
+    /// An object: the given fields change (or make the action).
     Set(ActionPatch),
 }
 
