@@ -95,17 +95,7 @@ pub fn run<S: AsRef<std::ffi::OsStr>>(
     }
     let memory = limits.memory_bytes;
     let file_bytes = limits.file_bytes;
-    // CPU seconds: enough for every core to be busy for the whole wall-clock limit, so that
-    // this limit only catches what escapes the wall clock (e.g. a detached spinner).
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get() as u64)
-        .unwrap_or(1);
-    let cpu_seconds = limits
-        .timeout
-        .as_secs()
-        .saturating_add(1)
-        .saturating_mul(cores)
-        .saturating_add(5);
+    let cpu_seconds = cpu_seconds(limits);
     let mut filter = guard::Filter::new();
     // SAFETY: only async-signal-safe calls (setrlimit, getuid, prctl) run between fork
     // and exec, and nothing is allocated there (the filter was built before the fork).
@@ -217,6 +207,20 @@ pub fn run<S: AsRef<std::ffi::OsStr>>(
     })
 }
 
+/// CPU seconds: enough for every core to be busy for the whole wall-clock limit, so that
+/// this limit only catches what escapes the wall clock (e.g. a detached spinner).
+pub(crate) fn cpu_seconds(limits: &Limits) -> u64 {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get() as u64)
+        .unwrap_or(1);
+    limits
+        .timeout
+        .as_secs()
+        .saturating_add(1)
+        .saturating_mul(cores)
+        .saturating_add(5)
+}
+
 /// Makes this process the reaper of its orphaned descendants, so a candidate that escapes its
 /// process group (setsid, double fork) is re-parented to us instead of to init, where
 /// [`sweep_orphans`] finds it.
@@ -233,12 +237,12 @@ fn become_subreaper() {
 /// Harness processes currently supervised (by any thread): the sweep must spare them.
 static LIVE: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
 
-struct LiveChild(libc::pid_t);
+pub(crate) struct LiveChild(libc::pid_t);
 
 impl LiveChild {
     /// Spawns and registers under one lock: a sweep by another thread's evaluation can never see
     /// the new harness before it is on the list (it would take it for a stray and kill it).
-    fn spawn(cmd: &mut Command) -> std::io::Result<(std::process::Child, LiveChild)> {
+    pub(crate) fn spawn(cmd: &mut Command) -> std::io::Result<(std::process::Child, LiveChild)> {
         let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
         let child = cmd.spawn()?;
         let pid = child.id() as libc::pid_t;
@@ -302,7 +306,7 @@ fn children_of(parent: libc::pid_t) -> Vec<(libc::pid_t, libc::pid_t)> {
         .collect()
 }
 
-fn read_lines(out: impl Read, max_total: usize, max_line: usize, tx: &mpsc::Sender<Result<String, String>>) {
+pub(crate) fn read_lines(out: impl Read, max_total: usize, max_line: usize, tx: &mpsc::Sender<Result<String, String>>) {
     let mut reader = BufReader::new(out);
     let mut total = 0usize;
     let mut buf = Vec::new();
@@ -338,7 +342,7 @@ fn read_lines(out: impl Read, max_total: usize, max_line: usize, tx: &mpsc::Send
 }
 
 /// Reads a stream to its end, keeping its first `head` and last `tail` bytes.
-fn read_bounded(mut r: impl Read, head: usize, tail: usize) -> String {
+pub(crate) fn read_bounded(mut r: impl Read, head: usize, tail: usize) -> String {
     let mut first = Vec::new();
     let mut last: std::collections::VecDeque<u8> = std::collections::VecDeque::new();
     let mut dropped = 0usize;
@@ -389,7 +393,17 @@ pub(crate) mod guard {
     pub(crate) struct Filter {
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         program: Vec<libc::sock_filter>,
+        /// Instructions that compare with the installing process's own pid (`false`) or its
+        /// negation, its process group (`true`): filled in by [`Filter::patch_self`] after the
+        /// fork, when that pid exists ([`Filter::protecting_self`]).
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        self_slots: Vec<(usize, bool)>,
     }
+
+    /// Stands for the pid to come until [`Filter::patch_self`]; above any pid Linux hands out
+    /// (pid_max is at most 2^22), so it matches nothing meanwhile.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    const SELF_PLACEHOLDER: u32 = 0x7fff_fff0;
 
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     mod bpf {
@@ -427,6 +441,40 @@ pub(crate) mod guard {
             targets.push((group as u32).wrapping_neg()); // ksearch's process group
             Filter {
                 program: program(&targets),
+                self_slots: Vec::new(),
+            }
+        }
+
+        /// A filter that also protects the process that installs it (the warm server) and its
+        /// process group (its pid: it leads its own group), from everything it will fork.
+        pub(crate) fn protecting_self() -> Filter {
+            let mut filter = Filter::new();
+            let mut targets = protected_targets(&filter.program);
+            targets.push(SELF_PLACEHOLDER);
+            targets.push(SELF_PLACEHOLDER.wrapping_neg());
+            filter.program = program(&targets);
+            filter.self_slots = filter
+                .program
+                .iter()
+                .enumerate()
+                .filter(|(_, i)| i.code == bpf::JEQ_K)
+                .filter_map(|(n, i)| match i.k {
+                    SELF_PLACEHOLDER => Some((n, false)),
+                    k if k == SELF_PLACEHOLDER.wrapping_neg() => Some((n, true)),
+                    _ => None,
+                })
+                .collect();
+            filter
+        }
+
+        /// Writes `pid` into the slots of [`Filter::protecting_self`]: runs between fork and
+        /// exec, so it only stores into the program built before the fork.
+        pub(crate) fn patch_self(&mut self, pid: libc::pid_t) {
+            for &(n, group) in &self.self_slots {
+                let k = if group { (pid as u32).wrapping_neg() } else { pid as u32 };
+                if let Some(ins) = self.program.get_mut(n) {
+                    ins.k = k;
+                }
             }
         }
 
@@ -462,7 +510,22 @@ pub(crate) mod guard {
         pub(crate) fn new() -> Filter {
             Filter {}
         }
+        pub(crate) fn protecting_self() -> Filter {
+            Filter {}
+        }
+        pub(crate) fn patch_self(&mut self, _pid: libc::pid_t) {}
         pub(crate) fn install(&mut self) {}
+    }
+
+    /// The targets a program built by [`program`] compares with: those of its first chain (the
+    /// kill chain), between its load of the argument and its `allow`.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    fn protected_targets(p: &[libc::sock_filter]) -> Vec<u32> {
+        p.iter()
+            .skip(6) // arch load, arch test, allow, nr load, kill test, argument load
+            .take_while(|i| i.code == bpf::JEQ_K)
+            .map(|i| i.k)
+            .collect()
     }
 
     /// x86_64 system call numbers (arch/x86/entry/syscalls/syscall_64.tbl).
@@ -574,6 +637,22 @@ pub(crate) mod guard {
                 }
             }
             assert_eq!(p.last().map(|i| i.code), Some(bpf::RET_K));
+        }
+
+        #[test]
+        fn the_self_slots_cover_every_chain_and_take_the_pid() {
+            let plain = Filter::new();
+            let mut filter = Filter::protecting_self();
+            assert_eq!(
+                protected_targets(&filter.program).len(),
+                protected_targets(&plain.program).len() + 2
+            );
+            // Nine chains aimed at ksearch, each with the pid and the group.
+            assert_eq!(filter.self_slots.len(), 18);
+            filter.patch_self(4321);
+            let targets = protected_targets(&filter.program);
+            assert!(targets.contains(&4321) && targets.contains(&4321u32.wrapping_neg()));
+            assert!(!filter.program.iter().any(|i| i.k == SELF_PLACEHOLDER));
         }
     }
 }
