@@ -275,7 +275,10 @@ pub fn evaluate(
             )
             .map_err(|e| EvalError::Setup(format!("cannot start the harness with {}: {e}", program.display())))?;
             if let Some(why) = note {
-                outcome.log = format!("ksearch: {why}; this evaluation ran in a fresh process\n{}", outcome.log);
+                outcome.log = format!(
+                    "ksearch: {why}; this evaluation ran in a fresh process\n{}",
+                    outcome.log
+                );
             }
             Ok::<_, EvalError>(outcome)
         };

@@ -54,7 +54,13 @@ pub fn preload(backend: &crate::Backend) -> &'static [&'static str] {
 
 /// The pids of the idle warm servers of this process (tests check that one survived).
 pub fn server_pids() -> Vec<u32> {
-    pool().lock().unwrap_or_else(|p| p.into_inner()).values().flatten().map(|s| s.child.id()).collect()
+    pool()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .values()
+        .flatten()
+        .map(|s| s.child.id())
+        .collect()
 }
 
 type Key = (PathBuf, Vec<(String, OsString)>, Vec<&'static str>);
@@ -90,11 +96,13 @@ fn on_spawner(job: Job) -> Result<(), WarmError> {
     static SPAWNER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
     let sender = SPAWNER.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<Job>();
-        let _ = std::thread::Builder::new().name("ksearch-warm-spawner".into()).spawn(move || {
-            while let Ok(job) = rx.recv() {
-                job();
-            }
-        });
+        let _ = std::thread::Builder::new()
+            .name("ksearch-warm-spawner".into())
+            .spawn(move || {
+                while let Ok(job) = rx.recv() {
+                    job();
+                }
+            });
         Mutex::new(tx)
     });
     let sender = sender.lock().unwrap_or_else(|p| p.into_inner());
@@ -157,15 +165,24 @@ fn spawn_here(python: &Path, env: &[(String, OsString)], modules: &[&str]) -> Re
             Ok(())
         });
     }
-    let (mut child, live) = LiveChild::spawn(&mut cmd).map_err(|e| WarmError::Start(format!("{}: {e}", python.display())))?;
-    let control = child.stdin.take().ok_or_else(|| WarmError::Start("no control pipe".into()))?;
-    let stdout = child.stdout.take().ok_or_else(|| WarmError::Start("no reply pipe".into()))?;
+    let (mut child, live) =
+        LiveChild::spawn(&mut cmd).map_err(|e| WarmError::Start(format!("{}: {e}", python.display())))?;
+    let control = child
+        .stdin
+        .take()
+        .ok_or_else(|| WarmError::Start("no control pipe".into()))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| WarmError::Start("no reply pipe".into()))?;
     let (tx, replies) = mpsc::channel();
     std::thread::spawn(move || {
         use std::io::BufRead;
         for line in std::io::BufReader::new(stdout).lines() {
             let Ok(line) = line else { return };
-            let Ok(value) = serde_json::from_str::<Value>(&line) else { return };
+            let Ok(value) = serde_json::from_str::<Value>(&line) else {
+                return;
+            };
             if tx.send(value).is_err() {
                 return;
             }
@@ -234,7 +251,15 @@ pub fn run(
         .collect();
     server_env.sort();
     let key: Key = (python.to_path_buf(), server_env, modules.to_vec());
-    let idle = pool().lock().unwrap_or_else(|p| p.into_inner()).get_mut(&key).and_then(Vec::pop);
+    // The clock starts before the server is found or started: a first (cold) evaluation pays
+    // for starting the server, as a fresh one pays for starting its process.
+    let oom_before = supervisor::oom_kill_count();
+    let start = Instant::now();
+    let idle = pool()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_mut(&key)
+        .and_then(Vec::pop);
     let mut server = match idle {
         Some(s) => s,
         None => spawn(&key)?,
@@ -260,7 +285,8 @@ pub fn run(
     rlimits.insert("RLIMIT_CORE".into(), json!(0));
     let (out_r, out_w, out_path) = fifo(workdir, ".ksearch-stdout").map_err(WarmError::Pipes)?;
     let (err_r, err_w, err_path) = fifo(workdir, ".ksearch-stderr").map_err(WarmError::Pipes)?;
-    let stdin = String::from_utf8(stdin_data).map_err(|e| WarmError::Server(format!("the request is not UTF-8: {e}")))?;
+    let stdin =
+        String::from_utf8(stdin_data).map_err(|e| WarmError::Server(format!("the request is not UTF-8: {e}")))?;
     let request = json!({
         "workdir": to_str(workdir.as_os_str())?,
         "harness": to_str(harness_root.as_os_str())?,
@@ -271,8 +297,9 @@ pub fn run(
         "stderr": to_str(err_path.as_os_str())?,
     });
 
-    let oom_before = supervisor::oom_kill_count();
-    let start = Instant::now();
+    // The candidate's wall-clock limit runs from the request on, as a fresh process's runs from
+    // its spawn: the server's own start-up is not the candidate's time.
+    let sent = Instant::now();
     let mut line = request.to_string().into_bytes();
     line.push(b'\n');
     server
@@ -304,7 +331,7 @@ pub fn run(
         let _ = log_tx.send(supervisor::read_bounded(err_r, head, tail));
     });
 
-    let deadline = start + limits.timeout;
+    let deadline = sent + limits.timeout;
     let mut lines = Vec::new();
     let mut timed_out = false;
     let reply = loop {
@@ -314,7 +341,9 @@ pub fn run(
         let wait = if timed_out {
             Duration::from_secs(10)
         } else {
-            deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(5))
+            deadline
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(5))
         };
         match server.replies.recv_timeout(wait) {
             Ok(v) => break Ok(v),
@@ -323,7 +352,9 @@ pub fn run(
                 break Err(WarmError::Server("it died during the evaluation".into()));
             }
             Err(mpsc::RecvTimeoutError::Timeout) if timed_out => {
-                break Err(WarmError::Server("it did not reap a child killed at the timeout".into()))
+                break Err(WarmError::Server(
+                    "it did not reap a child killed at the timeout".into(),
+                ))
             }
             Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() >= deadline => {
                 kill_group();
@@ -351,7 +382,12 @@ pub fn run(
         None => Exit::TimedOut,
     };
     if reply.is_some() {
-        pool().lock().unwrap_or_else(|p| p.into_inner()).entry(key).or_default().push(server);
+        pool()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key)
+            .or_default()
+            .push(server);
     }
     let grace = Instant::now() + Duration::from_secs(1);
     while let Ok(line) = line_rx.recv_timeout(grace.saturating_duration_since(Instant::now())) {

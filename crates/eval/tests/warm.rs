@@ -85,7 +85,9 @@ void softmax(const float *x, float *y, int64_t M, int64_t N) {
 
 /// (name, body of hostile(), what it reports in said.txt that must read "refused").
 const CASES: &[(&str, &str)] = &[
-    ("monkeypatch", r#"static void hostile(void) {
+    (
+        "monkeypatch",
+        r#"static void hostile(void) {
         python("import builtins, sys, numpy, json\n"
                "numpy.allclose = lambda *a, **k: True\n"
                "numpy.isclose = lambda *a, **k: True\n"
@@ -95,15 +97,21 @@ const CASES: &[(&str, &str)] = &[
                "sys.modules['json'] = None\n"
                "sys.modules['hmac'] = numpy\n"
                "sys.path.insert(0, '/nonexistent')\n");
-    }"#),
-    ("signals", r#"static void hostile(void) {
+    }"#,
+    ),
+    (
+        "signals",
+        r#"static void hostile(void) {
         int server = CALL(J(getp, pid));
         said("kill_server", CALL(J(ki, ll), server, SIGKILL));
         said("kill_server_group", CALL(J(ki, ll), -CALL(J(getp, gid), server), SIGKILL));
         said("kill_all", CALL(J(ki, ll), -1, SIGKILL));
         said("stop_server", CALL(J(ki, ll), server, SIGSTOP));
-    }"#),
-    ("memory", r#"static void hostile(void) {
+    }"#,
+    ),
+    (
+        "memory",
+        r#"static void hostile(void) {
         int server = CALL(J(getp, pid));
         said("ptrace_attach", CALL(J(sysc, all), 101 /* ptrace */, 16 /* ATTACH */, server, 0, 0));
         char byte = 0;
@@ -113,8 +121,11 @@ const CASES: &[(&str, &str)] = &[
         snprintf(path, sizeof path, "/pr" "oc/%d/mem", server);
         said("open_mem", CALL(J(op, en), path, O_RDWR));
         said("pidfd_open", CALL(J(sysc, all), 434, server, 0));
-    }"#),
-    ("sleeper", r#"static void hostile(void) {
+    }"#,
+    ),
+    (
+        "sleeper",
+        r#"static void hostile(void) {
         int p[2];
         if (CALL(J(pi, pe), p) != 0) return;
         if (CALL(J(fo, rk)) == 0) {
@@ -131,8 +142,11 @@ const CASES: &[(&str, &str)] = &[
         }
         char c;
         CALL(J(re, ad), p[0], &c, 1);
-    }"#),
-    ("harness_files", r#"static void hostile(void) {
+    }"#,
+    ),
+    (
+        "harness_files",
+        r#"static void hostile(void) {
         const char *root = CALL(J(get, env), "PYTHONPATH");
         const char *files[] = { "protocol.py", "evaluate.py", "__main__.py", "compare.py" };
         for (int i = 0; i < 4; i++) {
@@ -142,7 +156,8 @@ const CASES: &[(&str, &str)] = &[
             if (f) { J(fpr, intf)(f, "raise SystemExit(3)\n"); fclose(f); }
         }
         python("import ksearch_harness.compare as c\nc.__file__ = 'x'\n");
-    }"#),
+    }"#,
+    ),
     ("hang", r#"static void hostile(void) { for (;;) { } }"#),
 ];
 
@@ -190,7 +205,13 @@ fn a_hostile_candidate_leaves_nothing_for_the_next_evaluation_on_one_warm_server
         eprintln!("{said}");
         assert!(!said.contains("reached"), "{name}: {said}");
         if *name == "signals" || *name == "memory" {
-            assert!(said.lines().count() >= 4, "{name} did not run: {said}\n{} {:?}\n{}", hostile.status, hostile.reason, hostile.log);
+            assert!(
+                said.lines().count() >= 4,
+                "{name} did not run: {said}\n{} {:?}\n{}",
+                hostile.status,
+                hostile.reason,
+                hostile.log
+            );
         }
         if *name == "sleeper" {
             let pid: i32 = std::fs::read_to_string(dir.path().join("sleeper.pid"))
