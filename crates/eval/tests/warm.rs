@@ -121,6 +121,14 @@ const CASES: &[(&str, &str)] = &[
         snprintf(path, sizeof path, "/pr" "oc/%d/mem", server);
         said("open_mem", CALL(J(op, en), path, O_RDWR));
         said("pidfd_open", CALL(J(sysc, all), 434, server, 0));
+        /* The server's control pipes, through /proc (its descriptors are numbered low). */
+        long any = -1;
+        for (int fd = 0; fd < 16; fd++) {
+            snprintf(path, sizeof path, "/pr" "oc/%d/fd/%d", server, fd);
+            long r = CALL(J(op, en), path, O_WRONLY);
+            if (r >= 0) any = r;
+        }
+        said("open_server_fds", any);
     }"#,
     ),
     (
