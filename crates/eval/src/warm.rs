@@ -255,11 +255,24 @@ pub fn run(
     // for starting the server, as a fresh one pays for starting its process.
     let oom_before = supervisor::oom_kill_count();
     let start = Instant::now();
-    let idle = pool()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get_mut(&key)
-        .and_then(Vec::pop);
+    // An idle server that died meanwhile (it should not: nothing of an evaluation runs in it)
+    // is dropped here, so the evaluation gets a new one instead of falling back.
+    let idle = loop {
+        let next = pool()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&key)
+            .and_then(Vec::pop);
+        match next {
+            // Dropping it kills its group and reaps it.
+            Some(mut s) => {
+                if matches!(s.child.try_wait(), Ok(None)) {
+                    break Some(s);
+                }
+            }
+            None => break None,
+        }
+    };
     let mut server = match idle {
         Some(s) => s,
         None => spawn(&key)?,

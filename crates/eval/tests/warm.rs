@@ -234,4 +234,37 @@ fn a_hostile_candidate_leaves_nothing_for_the_next_evaluation_on_one_warm_server
         assert_eq!(digest(&next), digest(&fresh), "after {name}: {}", next.log);
         assert_eq!(warm::server_pids(), servers, "after {name} the server was replaced");
     }
+
+    // A server that died while idle (killed from outside: a candidate cannot) is replaced
+    // before the next evaluation, which still runs warm.
+    let old = servers[0] as i32;
+    // SAFETY: plain syscall on the server, a child of this process.
+    unsafe { libc::kill(old, libc::SIGKILL) };
+    std::thread::sleep(Duration::from_millis(100));
+    let next = eval(&task, &honest, None);
+    assert!(!next.log.contains("fresh process"), "{}", next.log);
+    assert_eq!(digest(&next), digest(&fresh));
+    let replaced = warm::server_pids();
+    assert!(replaced.len() == 1 && replaced != servers, "{replaced:?}");
+
+    // A server that dies during an evaluation: the evaluation is redone in a fresh process
+    // (the log says so) and judged there, here a hang that times out as it would have.
+    let server = replaced[0] as i32;
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        // SAFETY: as above.
+        unsafe { libc::kill(server, libc::SIGKILL) };
+    });
+    let hang = format!("{PRELUDE}\nstatic void hostile(void) {{ for (;;) {{ }} }}\n");
+    let fell_back = eval(&task, &hang, Some(Duration::from_secs(3)));
+    killer.join().unwrap();
+    assert!(
+        fell_back.log.contains("this evaluation ran in a fresh process"),
+        "{}",
+        fell_back.log
+    );
+    assert_eq!(fell_back.status.to_string(), "timeout", "{:?}", fell_back.reason);
+    let next = eval(&task, &honest, None);
+    assert!(!next.log.contains("fresh process"), "{}", next.log);
+    assert_eq!(digest(&next), digest(&fresh));
 }
