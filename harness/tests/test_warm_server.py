@@ -28,6 +28,7 @@ print(json.dumps({
     "env": os.environ.get("WARM_TEST"),
     "pid": os.getpid(),
     "ppid": os.getppid(),
+    "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
 }), flush=True)
 if req.get("hostile"):
     builtins.ksearch_leak = True
@@ -104,6 +105,8 @@ class WarmServer(unittest.TestCase):
         self.assertEqual(first["cwd"], work)
         self.assertEqual(first["path0"], [work, os.path.join(work, "harness")])
         self.assertEqual(first["ppid"], self.server.pid)
+        # 0, 1, 2 and the one listdir used: the server's control pipes are not among them.
+        self.assertEqual(len(first["fds"]), 4, first["fds"])
         # The double-forked sleeper was killed before the exit was reported.
         with open(marker) as f:
             sleeper = int(f.read())

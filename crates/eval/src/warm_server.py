@@ -91,7 +91,7 @@ def _sweep():
                 pass
 
 
-def _child(req, server, base_path):
+def _child(req, server, base_path, private):
     try:
         os.setsid()
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -130,13 +130,18 @@ def _child(req, server, base_path):
         os.dup2(stdin, 0)
         os.dup2(out, 1)
         os.dup2(err, 2)
-        os.closerange(3, 1 << 16)
+        # The server's control pipes and its /dev/null go; descriptors the pre-imported modules
+        # opened stay, as they would in a fresh process that imported them.
+        for fd in (stdin, out, err, *private):
+            if fd > 2:
+                os.close(fd)
         os.chdir(req["workdir"])
         os.environ.clear()
         os.environ.update(req["env"])
         import tempfile
         tempfile.tempdir = None
         sys.path[:] = [req["workdir"], req["harness"]] + base_path
+        sys.argv[:] = ["-m"]  # as `python3 -m` has it until runpy names the module's file
         import runpy
         runpy.run_module("ksearch_harness", run_name="__main__", alter_sys=True)
         code = 0
@@ -186,7 +191,7 @@ def main():
         pid = os.fork()
         if pid == 0:
             control_in.close()
-            _child(req, server, base_path)
+            _child(req, server, base_path, (control_out, devnull))
         os.write(control_out, json.dumps({"pid": pid}).encode() + b"\n")
         _, status = os.waitpid(pid, 0)
         try:
