@@ -21,7 +21,9 @@
 #   --warm N       per task, also N evaluations in ONE ksearch process (`ksearch eval --repeat
 #                  N`) with the warm harness server (KSEARCH_WARM=1) and 2 with fresh processes
 #                  (KSEARCH_WARM=0): the first (cold) one's wall and startup seconds against the
-#                  later ones' (default 4; the table "Warm server")
+#                  later ones' (default 4; the table "Warm server"). The N share one empty
+#                  ksearch cache, so later ones hit the build cache in both modes alike: compare
+#                  warm with fresh on the later evaluations, and startup above all
 #   --no-warm      skip that
 # Every evaluation gets an empty ksearch cache (KSEARCH_CACHE_DIR), so the seed is compiled as
 # a new candidate would be; one untimed evaluation first warms the OS's file cache (torch's
