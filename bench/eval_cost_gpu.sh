@@ -8,7 +8,7 @@
 #
 # Usage: bench/eval_cost_gpu.sh KSEARCH_BIN [--label NAME] [--harness DIR] [--tasks DIR]
 #                                [--json FILE] [--keep DIR] [--no-ncu] [--no-warmup]
-#                                [--no-baseline] [--only TASK,TASK]
+#                                [--no-baseline] [--only TASK,TASK] [--warm N] [--no-warm]
 #   --harness DIR  KSEARCH_HARNESS_DIR for every evaluation (the folder holding
 #                  ksearch_harness/); default: the harness embedded in the binary
 #   --tasks DIR    evaluate DIR/TASK (a task folder) instead of the built-in TASK
@@ -18,6 +18,13 @@
 #   --no-warmup    no untimed first evaluation (when the file cache is already warm)
 #   --no-baseline  no evaluation of rmsnorm_llm's torch_rms_norm baseline
 #   --only A,B     evaluate only these tasks (default: all five)
+#   --warm N       per task, also N evaluations in ONE ksearch process (`ksearch eval --repeat
+#                  N`) with the warm harness server (KSEARCH_WARM=1) and 2 with fresh processes
+#                  (KSEARCH_WARM=0): the first (cold) one's wall and startup seconds against the
+#                  later ones' (default 4; the table "Warm server"). The N share one empty
+#                  ksearch cache, so later ones hit the build cache in both modes alike: compare
+#                  warm with fresh on the later evaluations, and startup above all
+#   --no-warm      skip that
 # Every evaluation gets an empty ksearch cache (KSEARCH_CACHE_DIR), so the seed is compiled as
 # a new candidate would be; one untimed evaluation first warms the OS's file cache (torch's
 # libraries), as in a search where evaluations follow each other. Needs: python3 with torch,
@@ -25,7 +32,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath "$1"); shift
-LABEL=run; HARNESS=""; TASKS=""; JSON=""; KEEP=""; NCU=1; WARMUP=1; BASELINE=1
+LABEL=run; HARNESS=""; TASKS=""; JSON=""; KEEP=""; NCU=1; WARMUP=1; BASELINE=1; WARM=4
 ONLY="mamba_scan,attention_prefill,gqa_paged_decode,rmsnorm_llm,softmax_llm"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -38,6 +45,8 @@ while [ $# -gt 0 ]; do
     --no-warmup) WARMUP=0; shift;;
     --no-baseline) BASELINE=0; shift;;
     --only) ONLY=$2; shift 2;;
+    --warm) WARM=$2; shift 2;;
+    --no-warm) WARM=0; shift;;
     *) echo "unknown argument $1" >&2; exit 2;;
   esac
 done
@@ -71,6 +80,24 @@ for task in ${ONLY//,/ }; do
   evaluate "$task" "$task"
 done
 [ "$BASELINE" = 1 ] && evaluate baseline-torch_rms_norm rmsnorm_llm --baseline torch_rms_norm
+
+repeat() {  # repeat NAME TASK MODE N: WORK/NAME.jsonl, one JSON line per evaluation
+  local name=$1 task=$2 mode=$3 n=$4
+  local cache="$WORK/cache-$name"; rm -rf "$cache"; mkdir -p "$cache"
+  local t0 t1
+  t0=$(date +%s%N)
+  KSEARCH_WARM=$mode KSEARCH_CACHE_DIR="$cache" timeout 590 "$BIN" eval "$(task_arg "$task")" \
+    --json --seed 1 --repeat "$n" > "$WORK/$name.jsonl" 2> "$WORK/$name.log"
+  echo "rc $?" >> "$WORK/$name.log"
+  t1=$(date +%s%N)
+  echo $(( (t1 - t0) / 1000000 )) > "$WORK/$name.wall_ms"
+}
+if [ "$WARM" -gt 0 ] 2>/dev/null; then
+  for task in ${ONLY//,/ }; do
+    repeat "warm-$task" "$task" 1 "$WARM"
+    repeat "fresh-$task" "$task" 0 2
+  done
+fi
 
 if [ "$NCU" = 1 ]; then
   # The seeds built as the harness builds them, called by a small driver under ncu.
@@ -211,4 +238,64 @@ figures["fidelity"] = fidelity
 if out:
     with open(out, "w") as f:
         json.dump(figures, f, indent=1)
+PY
+
+[ "$WARM" -gt 0 ] 2>/dev/null && python3 - "$WORK" "$ONLY" "$JSON" <<'PY'
+# The warm-server table: evaluations in one ksearch process, the first (cold: it starts the
+# warm server, or a fresh process) against the later ones. Robust to failed runs: a row says
+# what is missing.
+import json, os, statistics, sys
+work, only, out = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
+stages = ["startup", "reference", "compile", "load", "correctness", "timing"]
+rows = {}
+print()
+print("Warm server: `ksearch eval TASK --repeat N` in one process; wall s and stage s of the first "
+      "(cold) evaluation and the median of the later (warm) ones; a log note 'fresh process' "
+      "means the warm path fell back")
+print()
+print("| task | mode | n | statuses | fell back | first wall s | later wall s | first startup s "
+      "| later startup s | later stages (" + ", ".join(stages[1:]) + ") | process s |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for task in only:
+    for mode in ("warm", "fresh"):
+        name = f"{mode}-{task}"
+        path = os.path.join(work, f"{name}.jsonl")
+        if not os.path.exists(path):
+            continue
+        recs = []
+        for line in open(path):
+            try:
+                recs.append(json.loads(line))
+            except ValueError:
+                pass
+        try:
+            total = int(open(os.path.join(work, f"{name}.wall_ms")).read()) / 1e3
+        except (OSError, ValueError):
+            total = float("nan")
+        if not recs:
+            tail = open(os.path.join(work, f"{name}.log")).read()[-200:]
+            print(f"| {task} | {mode} | 0 | no JSON ({tail!r}) | | | | | | | {total:.1f} |")
+            continue
+        walls = [r.get("wall_seconds", float("nan")) for r in recs]
+        st = [r.get("stage_seconds") or {} for r in recs]
+        med = lambda xs: statistics.median(xs) if xs else float("nan")
+        later_stage = {k: med([s.get(k, 0.0) for s in st[1:]]) for k in stages}
+        fell = sum("fresh process" in (r.get("log") or "") for r in recs)
+        statuses = ",".join(sorted({r.get("status", "?") for r in recs}))
+        rows[name] = {"n": len(recs), "statuses": statuses, "fell_back": fell,
+                      "walls_s": [round(w, 3) for w in walls],
+                      "startup_s": [round(s.get("startup", 0.0), 3) for s in st],
+                      "later_stage_s": {k: round(v, 3) for k, v in later_stage.items()},
+                      "process_s": round(total, 2)}
+        print(f"| {task} | {mode} | {len(recs)} | {statuses} | {fell} | {walls[0]:.2f} "
+              f"| {med(walls[1:]):.2f} | {st[0].get('startup', 0.0):.2f} "
+              f"| {later_stage['startup']:.2f} | "
+              + ", ".join(f"{later_stage[k]:.2f}" for k in stages[1:]) + f" | {total:.1f} |")
+if out and os.path.exists(out):
+    try:
+        figures = json.load(open(out))
+        figures["warm"] = rows
+        json.dump(figures, open(out, "w"), indent=1)
+    except (OSError, ValueError):
+        pass
 PY

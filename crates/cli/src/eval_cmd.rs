@@ -67,6 +67,12 @@ pub(crate) struct EvalArgs {
     #[arg(long, value_name = "N", requires = "profile", default_value_t = ksearch_eval::profile::DEFAULT_CALLS,
           value_parser = clap::value_parser!(u32).range(1..=10))]
     profile_calls: u32,
+    /// Evaluate the solution N times in this one process, printing one JSON line each (the
+    /// first pays the harness's start-up; the later ones show what a warm server saves:
+    /// bench/eval_cost_gpu.sh). Each uses the same seed.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "json",
+          conflicts_with_all = ["profile", "build_only"], value_parser = clap::value_parser!(u32).range(1..=50))]
+    repeat: u32,
 }
 
 pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
@@ -144,6 +150,14 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
         true => None,
         false => lock_device(&solution.spec.language, &mut opts, &notify)?,
     };
+    // --repeat: the evaluations before the last, one JSON line each (the last is printed below).
+    for _ in 1..args.repeat {
+        let evaluation = evaluate(&task, &solution, &opts, &notify).context("the evaluation could not run")?;
+        println!(
+            "{}",
+            serde_json::to_value(&evaluation).context("cannot encode the evaluation as JSON")?
+        );
+    }
     let mut evaluation = match evaluate(&task, &solution, &opts, &notify) {
         Ok(e) => e,
         Err(EvalError::Task(problem)) => {

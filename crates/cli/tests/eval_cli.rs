@@ -334,3 +334,47 @@ fn build_only_of_cuda_needs_the_arch_and_of_c_needs_no_device() {
         r.stdout
     );
 }
+
+/// Issue 16: `--repeat N` evaluates N times in one process, one JSON line each; with the warm
+/// server forced on (KSEARCH_WARM=1, a CPU backend) the records are those of fresh processes
+/// and no evaluation fell back to one.
+#[test]
+fn repeated_evaluations_on_a_warm_server_match_fresh_ones() {
+    let (_d, path) = write_temp("kernel.c", SOFTMAX_OK);
+    let task = fixture("tiny_softmax");
+    let args = [
+        "eval",
+        task.to_str().unwrap(),
+        path.to_str().unwrap(),
+        "--json",
+        "--seed",
+        "7",
+        "--repeat",
+        "3",
+    ];
+    let records = |warm: &str| -> Vec<serde_json::Value> {
+        let r = ksearch_env(&args, &[("KSEARCH_WARM", warm)]);
+        assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+        r.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let digest = |j: &serde_json::Value| {
+        let workloads: Vec<_> = j["workloads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| (w["uuid"].clone(), w["status"].clone(), w["correctness"].clone()))
+            .collect();
+        (j["status"].clone(), workloads)
+    };
+    let fresh = records("0");
+    let warm = records("1");
+    assert_eq!((fresh.len(), warm.len()), (3, 3));
+    for j in &warm {
+        assert!(
+            !j["log"].as_str().unwrap_or("").contains("fresh process"),
+            "{}",
+            j["log"]
+        );
+        assert_eq!(digest(j), digest(&fresh[0]));
+    }
+}

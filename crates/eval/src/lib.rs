@@ -24,6 +24,7 @@ mod static_check;
 mod stats;
 mod status;
 pub mod supervisor;
+pub mod warm;
 mod worker_clock;
 
 pub use record::{CompileReport, Correctness, Evaluation, KernelResources, Provenance, Timing, WorkloadResult};
@@ -263,15 +264,41 @@ pub fn evaluate(
             }
             None => (python.to_path_buf(), vec!["-m".into(), "ksearch_harness".into()]),
         };
-        let outcome = supervisor::run(
-            &program,
-            &args,
-            workdir.path(),
-            &env,
-            request.to_string().into_bytes(),
-            &limits,
-        )
-        .map_err(|e| EvalError::Setup(format!("cannot start the harness with {}: {e}", program.display())))?;
+        let fresh = |note: Option<warm::WarmError>| {
+            let mut outcome = supervisor::run(
+                &program,
+                &args,
+                workdir.path(),
+                &env,
+                request.to_string().into_bytes(),
+                &limits,
+            )
+            .map_err(|e| EvalError::Setup(format!("cannot start the harness with {}: {e}", program.display())))?;
+            if let Some(why) = note {
+                outcome.log = format!(
+                    "ksearch: {why}; this evaluation ran in a fresh process\n{}",
+                    outcome.log
+                );
+            }
+            Ok::<_, EvalError>(outcome)
+        };
+        // The sanitizer wraps the interpreter in its own program: always a fresh process.
+        let outcome = if sanitizer.is_none() && warm::wanted(&backend) {
+            match warm::run(
+                python,
+                warm::preload(&backend),
+                &env,
+                workdir.path(),
+                &root,
+                request.to_string().into_bytes(),
+                &limits,
+            ) {
+                Ok(outcome) => outcome,
+                Err(why) => fresh(Some(why))?,
+            }
+        } else {
+            fresh(None)?
+        };
         // A missing or unreadable log is not an empty one: gpu_checks::sanitizer_verdict
         // refuses to pass an evaluation whose sanitizer left no summary.
         let log = sanitizer.as_ref().map(|_| {

@@ -95,17 +95,7 @@ pub fn run<S: AsRef<std::ffi::OsStr>>(
     }
     let memory = limits.memory_bytes;
     let file_bytes = limits.file_bytes;
-    // CPU seconds: enough for every core to be busy for the whole wall-clock limit, so that
-    // this limit only catches what escapes the wall clock (e.g. a detached spinner).
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get() as u64)
-        .unwrap_or(1);
-    let cpu_seconds = limits
-        .timeout
-        .as_secs()
-        .saturating_add(1)
-        .saturating_mul(cores)
-        .saturating_add(5);
+    let cpu_seconds = cpu_seconds(limits);
     let mut filter = guard::Filter::new();
     // SAFETY: only async-signal-safe calls (setrlimit, getuid, prctl) run between fork
     // and exec, and nothing is allocated there (the filter was built before the fork).
@@ -217,6 +207,20 @@ pub fn run<S: AsRef<std::ffi::OsStr>>(
     })
 }
 
+/// CPU seconds: enough for every core to be busy for the whole wall-clock limit, so that
+/// this limit only catches what escapes the wall clock (e.g. a detached spinner).
+pub(crate) fn cpu_seconds(limits: &Limits) -> u64 {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get() as u64)
+        .unwrap_or(1);
+    limits
+        .timeout
+        .as_secs()
+        .saturating_add(1)
+        .saturating_mul(cores)
+        .saturating_add(5)
+}
+
 /// Makes this process the reaper of its orphaned descendants, so a candidate that escapes its
 /// process group (setsid, double fork) is re-parented to us instead of to init, where
 /// [`sweep_orphans`] finds it.
@@ -233,12 +237,12 @@ fn become_subreaper() {
 /// Harness processes currently supervised (by any thread): the sweep must spare them.
 static LIVE: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
 
-struct LiveChild(libc::pid_t);
+pub(crate) struct LiveChild(libc::pid_t);
 
 impl LiveChild {
     /// Spawns and registers under one lock: a sweep by another thread's evaluation can never see
     /// the new harness before it is on the list (it would take it for a stray and kill it).
-    fn spawn(cmd: &mut Command) -> std::io::Result<(std::process::Child, LiveChild)> {
+    pub(crate) fn spawn(cmd: &mut Command) -> std::io::Result<(std::process::Child, LiveChild)> {
         let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
         let child = cmd.spawn()?;
         let pid = child.id() as libc::pid_t;
@@ -302,7 +306,7 @@ fn children_of(parent: libc::pid_t) -> Vec<(libc::pid_t, libc::pid_t)> {
         .collect()
 }
 
-fn read_lines(out: impl Read, max_total: usize, max_line: usize, tx: &mpsc::Sender<Result<String, String>>) {
+pub(crate) fn read_lines(out: impl Read, max_total: usize, max_line: usize, tx: &mpsc::Sender<Result<String, String>>) {
     let mut reader = BufReader::new(out);
     let mut total = 0usize;
     let mut buf = Vec::new();
@@ -338,7 +342,7 @@ fn read_lines(out: impl Read, max_total: usize, max_line: usize, tx: &mpsc::Send
 }
 
 /// Reads a stream to its end, keeping its first `head` and last `tail` bytes.
-fn read_bounded(mut r: impl Read, head: usize, tail: usize) -> String {
+pub(crate) fn read_bounded(mut r: impl Read, head: usize, tail: usize) -> String {
     let mut first = Vec::new();
     let mut last: std::collections::VecDeque<u8> = std::collections::VecDeque::new();
     let mut dropped = 0usize;
@@ -368,215 +372,8 @@ fn read_bounded(mut r: impl Read, head: usize, tail: usize) -> String {
     text
 }
 
-/// A seccomp filter on the harness and everything it starts, applied between fork and exec.
-///
-/// The candidate of a GPU backend runs inside the harness, and the C backend's worker has its
-/// own, stricter filter only where the harness applies it (harness/ksearch_harness/sandbox.py).
-/// This one stands behind both: a process of the evaluation cannot change another process's
-/// resource limits (a prlimit of another process's CPU time to 0 kills it: ksearch, its shell),
-/// priority, scheduling policy, I/O priority or memory placement, and cannot signal, ptrace,
-/// read or write the memory of, or open a pidfd to ksearch itself, nor signal every process it
-/// may (`kill(-1)`) or ksearch's process group. Such calls fail with EPERM, so the evaluation
-/// goes on and the candidate is judged on what it computed. Everything else is allowed: this is
-/// not the candidate's sandbox, only ksearch's guard.
-///
-/// Installed without no_new_privs where the process may (root), so that set-user-ID helpers the
-/// GPU stack runs (nvidia-modprobe) keep working; an ordinary user needs no_new_privs to install a
-/// filter. A kernel that refuses the filter leaves the harness without it (best effort).
-pub(crate) mod guard {
-    /// The filter's program, built before the fork; [`Filter::install`] only hands it to the
-    /// kernel.
-    pub(crate) struct Filter {
-        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-        program: Vec<libc::sock_filter>,
-    }
-
-    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-    mod bpf {
-        pub const LD_W_ABS: u16 = 0x20;
-        pub const JEQ_K: u16 = 0x15;
-        pub const RET_K: u16 = 0x06;
-        pub const ALLOW: u32 = 0x7fff_0000;
-        pub const ERRNO: u32 = 0x0005_0000;
-        pub const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
-        pub const NR: u32 = 0;
-        pub const ARCH: u32 = 4;
-        pub fn arg(i: u32) -> u32 {
-            16 + 8 * i // the low 32 bits, as the kernel reads a pid_t or an int
-        }
-    }
-
-    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-    impl Filter {
-        pub(crate) fn new() -> Filter {
-            // SAFETY: plain syscalls without preconditions.
-            let (me, group) = unsafe { (libc::getpid(), libc::getpgrp()) };
-            // Every thread of ksearch as of now: a signal to any of them reaches the whole
-            // process (a thread started later is not covered: see docs/threat-model.md).
-            let mut targets: Vec<u32> = std::fs::read_dir("/proc/self/task")
-                .map(|d| {
-                    d.flatten()
-                        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
-                        .collect()
-                })
-                .unwrap_or_default();
-            targets.retain(|t| *t != me as u32);
-            targets.insert(0, me as u32);
-            targets.truncate(200);
-            targets.push(u32::MAX); // -1: every process it may signal
-            targets.push((group as u32).wrapping_neg()); // ksearch's process group
-            Filter {
-                program: program(&targets),
-            }
-        }
-
-        /// Installs the filter on the calling process (between fork and exec: no allocation,
-        /// only getuid and prctl).
-        pub(crate) fn install(&mut self) {
-            // SAFETY: plain syscalls; the program outlives the prctl call, which copies it.
-            unsafe {
-                let prog = libc::sock_fprog {
-                    len: self.program.len() as libc::c_ushort,
-                    filter: self.program.as_mut_ptr(),
-                };
-                let install = || {
-                    libc::prctl(
-                        libc::PR_SET_SECCOMP,
-                        libc::SECCOMP_MODE_FILTER as libc::c_ulong,
-                        &prog as *const libc::sock_fprog as libc::c_ulong,
-                        0 as libc::c_ulong,
-                        0 as libc::c_ulong,
-                    )
-                };
-                if install() != 0 && libc::getuid() != 0 {
-                    // An ordinary user may install a filter only under no_new_privs.
-                    libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-                    install();
-                }
-            }
-        }
-    }
-
-    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
-    impl Filter {
-        pub(crate) fn new() -> Filter {
-            Filter {}
-        }
-        pub(crate) fn install(&mut self) {}
-    }
-
-    /// x86_64 system call numbers (arch/x86/entry/syscalls/syscall_64.tbl).
-    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-    mod nr {
-        pub const KILL: u32 = 62;
-        pub const PTRACE: u32 = 101;
-        pub const RT_SIGQUEUEINFO: u32 = 129;
-        pub const SETPRIORITY: u32 = 141;
-        pub const SCHED_SETPARAM: u32 = 142;
-        pub const SCHED_SETSCHEDULER: u32 = 144;
-        pub const TKILL: u32 = 200;
-        pub const TGKILL: u32 = 234;
-        pub const IOPRIO_SET: u32 = 251;
-        pub const MIGRATE_PAGES: u32 = 256;
-        pub const MOVE_PAGES: u32 = 279;
-        pub const RT_TGSIGQUEUEINFO: u32 = 297;
-        pub const PRLIMIT64: u32 = 302;
-        pub const PROCESS_VM_READV: u32 = 310;
-        pub const PROCESS_VM_WRITEV: u32 = 311;
-        pub const SCHED_SETATTR: u32 = 314;
-        pub const PIDFD_OPEN: u32 = 434;
-    }
-
-    /// The program for a harness whose signals, ptrace and pidfds must not reach `protected`
-    /// (ksearch's pid and threads, -1, minus ksearch's process group), as `kill` reads them.
-    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-    fn program(protected: &[u32]) -> Vec<libc::sock_filter> {
-        use bpf::*;
-        let ins = |code: u16, k: u32, jt: u8, jf: u8| libc::sock_filter { code, jt, jf, k };
-        let eperm = ins(RET_K, ERRNO | libc::EPERM as u32, 0, 0);
-        let allow = ins(RET_K, ALLOW, 0, 0);
-        let mut p = vec![
-            ins(LD_W_ABS, ARCH, 0, 0),
-            ins(JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
-            allow, // another ABI: not this filter's business
-            ins(LD_W_ABS, NR, 0, 0),
-        ];
-        // Calls whose argument `arg` names a target that must not be ksearch (nor everything,
-        // nor ksearch's group): EPERM for those, allowed otherwise.
-        let aimed_at_ksearch = [
-            (nr::KILL, 0),
-            (nr::TKILL, 0),
-            (nr::TGKILL, 0),
-            (nr::RT_SIGQUEUEINFO, 0),
-            (nr::RT_TGSIGQUEUEINFO, 0),
-            (nr::PIDFD_OPEN, 0),
-            (nr::PTRACE, 1),
-            (nr::PROCESS_VM_READV, 0),
-            (nr::PROCESS_VM_WRITEV, 0),
-        ];
-        let n = protected.len();
-        for (number, arg) in aimed_at_ksearch {
-            // number?, load, one test per target (jumping to the EPERM after the last), allow.
-            p.push(ins(JEQ_K, number, 0, (n + 3) as u8));
-            p.push(ins(LD_W_ABS, bpf::arg(arg), 0, 0));
-            for (i, target) in protected.iter().enumerate() {
-                p.push(ins(JEQ_K, *target, (n - i) as u8, 0));
-            }
-            p.extend([allow, eperm]);
-        }
-        // Calls on a process named by argument `arg`: only on the caller itself, named 0 (as the
-        // C library does). A pid is refused even when it is the caller's own: the filter is
-        // inherited by the harness's children, which must not reach the harness by its pid.
-        let own_only = [
-            (nr::PRLIMIT64, 0),
-            (nr::SCHED_SETPARAM, 0),
-            (nr::SCHED_SETSCHEDULER, 0),
-            (nr::SCHED_SETATTR, 0),
-            (nr::MIGRATE_PAGES, 0),
-            (nr::MOVE_PAGES, 0),
-            (nr::IOPRIO_SET, 1),
-        ];
-        for (number, arg) in own_only {
-            p.extend([
-                ins(JEQ_K, number, 0, 4),
-                ins(LD_W_ABS, bpf::arg(arg), 0, 0),
-                ins(JEQ_K, 0, 0, 1),
-                allow,
-                eperm,
-            ]);
-        }
-        // setpriority(which, who): PRIO_PROCESS of the caller (0) only; a process group or a
-        // user (every process of it, ksearch's too) is refused.
-        p.extend([
-            ins(JEQ_K, nr::SETPRIORITY, 0, 6),
-            ins(LD_W_ABS, bpf::arg(0), 0, 0),
-            ins(JEQ_K, 0, 0, 3),
-            ins(LD_W_ABS, bpf::arg(1), 0, 0),
-            ins(JEQ_K, 0, 0, 1),
-            allow,
-            eperm,
-        ]);
-        p.push(allow);
-        p
-    }
-
-    #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
-    mod tests {
-        use super::*;
-
-        #[test]
-        fn every_jump_lands_inside_the_program_and_it_ends_in_a_return() {
-            let p = program(&[1234, 1235, u32::MAX, 1234u32.wrapping_neg()]);
-            assert!(p.len() < 4096);
-            for (i, ins) in p.iter().enumerate() {
-                if ins.code == bpf::JEQ_K {
-                    assert!(i + 1 + (ins.jt.max(ins.jf) as usize) < p.len(), "jump at {i}");
-                }
-            }
-            assert_eq!(p.last().map(|i| i.code), Some(bpf::RET_K));
-        }
-    }
-}
+#[path = "guard.rs"]
+pub(crate) mod guard;
 
 #[cfg(test)]
 mod tests {
