@@ -159,6 +159,20 @@ pub(crate) fn build_request(
     if backend.name != "c" && backend.name != "mlx" {
         candidate["calling"] = json!(calling_for(solution, task));
         candidate["init"] = json!(cfg.kernel.init);
+        // The task's module folders, absolute: the harness runs in a temp dir of its own.
+        if !cfg.kernel.python_path.is_empty() {
+            let base = task.dir().map(|d| d.canonicalize().unwrap_or_else(|_| d.to_path_buf()));
+            let paths: Vec<String> = cfg
+                .kernel
+                .python_path
+                .iter()
+                .map(|p| match &base {
+                    Some(b) => b.join(p).display().to_string(),
+                    None => p.clone(),
+                })
+                .collect();
+            candidate["python_path"] = json!(paths);
+        }
         candidate["build"]["arch"] = json!(opts.arch);
         candidate["build"]["cache_dir"] = json!(opts.build_cache);
         timing["cuda_graph"] = match opts.cuda_graph {

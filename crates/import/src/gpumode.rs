@@ -273,16 +273,18 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         outputs: def_outputs,
         reference: reference_src,
     };
+    // The seed is reference.py as is: the helper modules are files of the task folder on the
+    // candidate's module path (`[kernel].python_path`), not code registered by the seed, which
+    // ksearch's static checks would refuse (a candidate must not reach into `__dict__`).
     let seed = format!(
-        "{}{prelude}\n{}\n\n\n# --- added by ksearch import ---\ncustom_kernel = ref_kernel\n",
+        "{}{}\n\n\n# --- added by ksearch import ---\ncustom_kernel = ref_kernel\n",
         emit::comment(&format!(
             "Imported from GPU MODE task {folder_name} by `ksearch import gpumode`: reference.py's ref_kernel as the \
-             starting candidate custom_kernel(data). The folder's helper modules (task, utils) are registered first, \
-             so GPU MODE submissions' `from task import ...` works."
+             starting candidate custom_kernel(data). The folder's helper modules (task, utils) are in the task's \
+             {MODULES}/ folder, on the candidate's module path, so GPU MODE submissions' `from task import ...` works."
         )),
         reference.trim_end()
     );
-
     let mut checks_list: Vec<String> = found.notes.clone();
     if found.engine == "stand-in" {
         checks_list.push(
@@ -331,7 +333,13 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         definition,
         workloads: workloads.clone(),
         task_toml,
-        files: vec![("seed.py".into(), seed)],
+        files: std::iter::once(("seed.py".to_string(), seed))
+            .chain(
+                helper_sources
+                    .iter()
+                    .map(|(name, source)| (format!("{MODULES}/{name}.py"), source.clone())),
+            )
+            .collect(),
     };
     let task = folder_out.write(&opts.out, opts.force)?;
     let written = vec![
@@ -442,7 +450,11 @@ fn stub(name: &str) -> &'static str {
     }
 }
 
-/// Python that registers the folder's helper modules under their names.
+/// The task folder's folder of GPU MODE helper modules (`[kernel].python_path`).
+const MODULES: &str = "modules";
+
+/// Python that registers the folder's helper modules under their names (the reference's
+/// prelude: a definition's reference is self-contained, and is not a candidate).
 fn prelude(helpers: &[(String, String)]) -> String {
     let mut p = String::from(
         "import sys as _ksearch_sys\nimport types as _ksearch_types\n\n\n\
@@ -586,6 +598,10 @@ fn task_toml(
         "custom_kernel(data) gets the one tensor generate_input makes, and returns the output."
     }));
     t.push_str(&format!("calling = \"{calling}\"\nseed = \"seed.py\"\n"));
+    t.push_str(&emit::comment(
+        "The folder's helper modules (task.py, utils.py): candidates import them from here.",
+    ));
+    t.push_str(&format!("python_path = [\"{MODULES}\"]\n"));
     if !writable.is_empty() {
         t.push_str(&emit::comment(
             "Made with torch.empty by generate_input: output buffers a submission may fill (and return).",

@@ -4,7 +4,7 @@ mod common;
 use common::*;
 
 use ksearch_import::{import_gpumode, ImportError};
-use ksearch_spec::{Axis, Calling, DType, Distribution, Tolerance};
+use ksearch_spec::{Axis, Calling, DType, Distribution, SourceFile, Tolerance};
 use std::path::Path;
 
 #[test]
@@ -63,7 +63,23 @@ fn grayscale_becomes_a_task_with_a_workload_per_distinct_test() {
         .any(|c| c.contains("1 test(s) or benchmark(s) repeated")));
     // The reference and seed carry the folder's task.py and ../utils.py with them.
     let seed = task.seed.as_ref().unwrap();
-    assert!(seed.content.contains("_ksearch_module(\"task\"") && seed.content.contains("_ksearch_module(\"utils\""));
+    // The seed is reference.py plus one line: the helper modules are files of the task folder
+    // on the candidate's module path, so the seed passes ksearch's own static checks.
+    assert!(!seed.content.contains("_ksearch_module") && !seed.content.contains("__dict__"));
+    assert_eq!(task.config.kernel.python_path, vec!["modules".to_string()]);
+    assert!(out.join("modules/task.py").is_file() && out.join("modules/utils.py").is_file());
+    assert_eq!(
+        ksearch_eval::check_sources(
+            "python",
+            &[SourceFile {
+                path: "seed.py".into(),
+                content: seed.content.clone(),
+            }],
+            &task.config
+        ),
+        None,
+        "the seed passes the static checks"
+    );
     assert!(seed.content.trim_end().ends_with("custom_kernel = ref_kernel"));
     assert!(def.reference.contains("def run(image, output):"));
     run_generated(&out);
