@@ -14,6 +14,7 @@ mod error;
 mod gpumode;
 mod kernelbench;
 mod probe;
+mod tolerances;
 
 pub use error::ImportError;
 pub use gpumode::import_gpumode;

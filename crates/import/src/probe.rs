@@ -40,6 +40,10 @@ pub(crate) struct KernelBenchProbe {
     pub input_names: Option<Vec<String>>,
     pub init: Vec<serde_json::Value>,
     pub outputs: Vec<Value>,
+    /// The largest |value| of each output, from a real run of the model at import (PyTorch
+    /// only); `None` where it was not measured.
+    #[serde(default)]
+    pub largest: Vec<Option<f64>>,
     pub int_globals: indexmap::IndexMap<String, i64>,
     #[serde(default)]
     pub notes: Vec<String>,

@@ -30,6 +30,14 @@ fn gemm_relu_becomes_a_task_whose_seed_is_the_model() {
     assert_eq!(def.inputs["x"].dtype, DType::Float32);
     assert_eq!(def.outputs["output"].dims(), ["batch_size", "out_features"]);
     assert!(def.reference.contains("def run(x):") && def.reference.contains("Model(*[64, 48])"));
+    // Linear's weight and bias move with the model to the device the harness gives the inputs
+    // on (a CPU-built model called with GPU inputs fails: "mat1 is on cuda:0, ... cpu").
+    assert!(
+        def.reference
+            .contains("_ksearch_model = _ksearch_model.to(_ksearch_device)"),
+        "{}",
+        def.reference
+    );
     assert_eq!(task.workloads.len(), 1);
 
     let k = &task.config.kernel;
