@@ -235,3 +235,17 @@ fn bad_problems_give_errors_naming_the_file() {
     let e = import_kernelbench(&missing, &standin(&dir.path().join("o"))).unwrap_err();
     assert!(e.to_string().starts_with(&missing.display().to_string()), "{e}");
 }
+
+#[test]
+fn a_loss_becomes_a_task_with_a_0d_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mse");
+    let imported = import_kernelbench(&fixture("kernelbench/94_MSELoss_Sample.py"), &standin(&out))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let def = &imported.task.definition;
+    let output = &def.outputs["output"];
+    assert_eq!(output.shape.as_deref(), Some(&[][..]), "a 0-d array, not a scalar");
+    let written = std::fs::read_to_string(out.join("definition.json")).unwrap();
+    assert!(written.contains("\"shape\": []"), "{written}");
+    run_generated(&out);
+}
