@@ -93,6 +93,11 @@ def torch_engine(device):
     class Mode(TorchFunctionMode):
         def __torch_function__(self, func, types_, args=(), kwargs=None):
             kwargs = dict(kwargs or {})
+            # Every explicit device is the probe's: a problem that makes some tensors with
+            # device="cuda" and others without would otherwise mix devices (on a GPU machine,
+            # real CUDA tensors beside meta ones: "Expected all tensors to be on the same device").
+            if kwargs.get("device") is not None:
+                kwargs["device"] = device
             if func in factories or func is torch.Tensor.to or func in fills:
                 kwargs.pop("generator", None)
             if func in factories:
@@ -139,7 +144,16 @@ def torch_engine(device):
                     origin["value"] = nums[0]
                 record(args[0], origin)
                 return out
-            return func(*args, **kwargs)
+            return on_probe_device(func(*args, **kwargs))
+
+    probe_device = torch.device(device)
+
+    def on_probe_device(out):
+        # What torch.from_numpy, torch.as_tensor of an array and the like make is on the CPU
+        # whatever the default device: moved, so that all tensors share the probe's device.
+        if isinstance(out, torch.Tensor) and out.device.type != probe_device.type:
+            return out.to(probe_device)
+        return out
 
     class Context:
         def __enter__(self):
@@ -361,9 +375,16 @@ def gpumode(engine, req):
     module = load_module("reference", req["file"])
     ref_kernel = getattr(module, "ref_kernel", None)
     generate_input = getattr(module, "generate_input", None)
-    for name, f in (("ref_kernel", ref_kernel), ("generate_input", generate_input)):
-        if not callable(f):
-            raise Failure("problem", f"defines no {name}() function")
+    missing = [name for name, f in (("ref_kernel", ref_kernel), ("generate_input", generate_input))
+               if not callable(f)]
+    if missing:
+        defined = sorted(n for n, v in vars(module).items()
+                         if callable(v) and not n.startswith("_") and getattr(v, "__module__", None)
+                         == module.__name__)
+        raise Failure("problem", (
+            f"defines no {' and no '.join(f + '()' for f in missing)} function: ksearch imports GPU MODE "
+            f"problems whose reference.py defines ref_kernel(data) and generate_input(**args) "
+            f"(it defines {', '.join(defined) if defined else 'no functions of its own'})"))
     calls = []
     with engine.context():
         for i, args in enumerate(req["calls"]):

@@ -191,9 +191,34 @@ fn malformed_folders_give_errors_naming_the_file_and_field() {
         Some("import torch\n\ndef generate_input(size, seed):\n    return torch.randn(size)\n"),
     );
     let e = import_gpumode(&folder, &standin(&dir.path().join("o2"))).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("reference.py: defines no ref_kernel() function"), "{e}");
     assert!(
-        e.to_string()
-            .ends_with("reference.py: defines no ref_kernel() function"),
+        text.contains("ref_kernel(data) and generate_input(**args)") && text.contains("(it defines generate_input)"),
+        "names what ksearch expects and what the file has: {e}"
+    );
+
+    // Laid out otherwise altogether: both entry points missing, the file's own functions named.
+    let folder = write_task(
+        &dir.path().join("other_layout"),
+        "tests:
+  - {size: 1, seed: 1}
+",
+        Some("import torch
+
+def make_inputs(size):
+    return torch.randn(size)
+
+
+def solve(x):
+    return x
+"),
+    );
+    let e = import_gpumode(&folder, &standin(&dir.path().join("o3"))).unwrap_err();
+    assert!(
+        e.to_string().contains(
+            "defines no ref_kernel() and no generate_input() function: ksearch imports GPU MODE problems"
+        ) && e.to_string().contains("(it defines make_inputs, solve)"),
         "{e}"
     );
 }
