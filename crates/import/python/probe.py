@@ -12,7 +12,9 @@ import ast
 import importlib.util
 import inspect
 import json
+import keyword
 import os
+import re
 import sys
 import traceback
 import types
@@ -386,19 +388,83 @@ def gpumode(engine, req):
             f"problems whose reference.py defines ref_kernel(data) and generate_input(**args) "
             f"(it defines {', '.join(defined) if defined else 'no functions of its own'})"))
     calls = []
+    source = open(req["file"], encoding="utf-8").read()
+    names = unpacked_names(source)
     with engine.context():
         for i, args in enumerate(req["calls"]):
             where = f"generate_input(**{json.dumps(args)})"
             data = call(lambda: generate_input(**args), where)
-            bare = not isinstance(data, (tuple, list))
+            bare = not isinstance(data, (tuple, list, dict))
             items = [data] if bare else list(data)
-            described = [describe(engine, v, f"{where}[{j}]") for j, v in enumerate(items)]
+            record = {"bare": bare}
+            if not bare and (isinstance(data, dict) or not all(_leaf(engine, v) for v in items)):
+                # Dicts, nested tuples and lists, constants: flattened into named inputs, and
+                # the expression that rebuilds generate_input's structure from them.
+                leaves, record["rebuild"] = flatten(engine, data, names, where)
+                record["leaf_names"] = [n for n, _ in leaves]
+                described = [d for _, d in leaves]
+            else:
+                described = [describe(engine, v, f"{where}[{j}]") for j, v in enumerate(items)]
             result = call(lambda: ref_kernel(data), f"ref_kernel on {where}")
-            calls.append({"inputs": described, "bare": bare,
-                          "outputs": outputs_of(engine, result, "ref_kernel")})
-    source = open(req["file"], encoding="utf-8").read()
-    return {"calls": calls, "input_names": unpacked_names(source),
+            record.update(inputs=described, outputs=outputs_of(engine, result, "ref_kernel"))
+            calls.append(record)
+    return {"calls": calls, "input_names": names,
             "tolerance": tolerance(source, sys.modules.get("utils"))}
+
+
+def _leaf(engine, v):
+    return engine.is_tensor(v) or isinstance(v, (bool, int, float))
+
+
+def flatten(engine, data, top_names, where):
+    """generate_input's nested value as ([(input name, described leaf)], Python expression over
+    the names that rebuilds it). Tensors and numbers are leaves; strings and None are constants
+    written into the expression; names follow the path (`weights_w1`, `x_0`)."""
+    leaves = []
+    taken = set()
+
+    def name_for(path):
+        base = re.sub(r"\W", "_", path).strip("_") or "x"
+        if base[0].isdigit() or keyword.iskeyword(base):
+            base = "x_" + base
+        name, k = base, 1
+        while name in taken:
+            k += 1
+            name = f"{base}_{k}"
+        taken.add(name)
+        return name
+
+    def walk(v, path, at):
+        if _leaf(engine, v):
+            name = name_for(path)
+            leaves.append((name, describe(engine, v, at)))
+            return name
+        if v is None or isinstance(v, str):
+            return repr(v)
+        if isinstance(v, (tuple, list)):
+            parts = [walk(x, f"{path}_{i}", f"{at}[{i}]") for i, x in enumerate(v)]
+            if isinstance(v, list):
+                return "[" + ", ".join(parts) + "]"
+            return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+        if isinstance(v, dict):
+            items = []
+            for k, x in v.items():
+                if not isinstance(k, (str, int)):
+                    raise Failure("unsupported", f"{at} has a key of type {type(k).__name__}; "
+                                                 f"ksearch imports dicts keyed by strings or numbers")
+                items.append(f"{k!r}: {walk(x, f'{path}_{k}', f'{at}[{k!r}]')}")
+            return "{" + ", ".join(items) + "}"
+        raise Failure("unsupported", f"{at} is a {type(v).__name__}; ksearch can import tensors, "
+                                     f"numbers, strings and None, in tuples, lists and dicts")
+
+    if isinstance(data, dict):
+        return leaves, walk(data, "", where)
+    items = list(data)
+    tops = top_names if top_names and len(top_names) == len(items) else [f"x{j}" for j in range(len(items))]
+    parts = [walk(v, tops[j], f"{where}[{j}]") for j, v in enumerate(items)]
+    if isinstance(data, list):
+        return leaves, "[" + ", ".join(parts) + "]"
+    return leaves, "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
 def call(function, where):

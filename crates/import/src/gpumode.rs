@@ -122,7 +122,10 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
     check_consistent(&found, &calls).map_err(unsupported)?;
     let first = &found.calls[0];
     let bare = first.bare;
-    let inputs = crate::input_names(found.input_names.as_deref(), first.inputs.len());
+    let inputs = match &first.leaf_names {
+        Some(names) => names.clone(),
+        None => crate::input_names(found.input_names.as_deref(), first.inputs.len()),
+    };
     let outputs = crate::output_names(first.outputs.len(), &inputs);
 
     // Axes over all workloads, named after the test arguments where they match.
@@ -166,7 +169,9 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
     let mut chosen: Vec<(String, Draw)> = Vec::new();
     let mut writable: Vec<String> = Vec::new();
     for (j, name) in inputs.iter().enumerate() {
-        let what = if bare {
+        let what = if first.rebuild.is_some() {
+            format!("'{name}' of the value generate_input returns")
+        } else if bare {
             "what generate_input returns".to_string()
         } else {
             format!("element {j} of the tuple generate_input returns")
@@ -242,7 +247,9 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         yml.description.as_deref().unwrap_or("").trim()
     );
     let prelude = prelude(&helper_sources);
-    let call_args = if bare {
+    let call_args = if let Some(rebuild) = &first.rebuild {
+        rebuild.clone()
+    } else if bare {
         inputs[0].clone()
     } else if inputs.len() == 1 {
         format!("({},)", inputs[0])
@@ -277,13 +284,14 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
     // candidate's module path (`[kernel].python_path`), not code registered by the seed, which
     // ksearch's static checks would refuse (a candidate must not reach into `__dict__`).
     let seed = format!(
-        "{}{}\n\n\n# --- added by ksearch import ---\ncustom_kernel = ref_kernel\n",
+        "{}{}\n\n\n# --- added by ksearch import ---\n{}",
         emit::comment(&format!(
             "Imported from GPU MODE task {folder_name} by `ksearch import gpumode`: reference.py's ref_kernel as the \
              starting candidate custom_kernel(data). The folder's helper modules (task, utils) are in the task's \
              {MODULES}/ folder, on the candidate's module path, so GPU MODE submissions' `from task import ...` works."
         )),
-        reference.trim_end()
+        reference.trim_end(),
+        seed_entry(first.rebuild.as_deref(), &inputs)
     );
     let mut checks_list: Vec<String> = found.notes.clone();
     if found.engine == "stand-in" {
@@ -309,6 +317,13 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
          reference runs ref_kernel on CPU tensors (GPU MODE runs it on the GPU)"
             .into(),
     );
+    if first.rebuild.is_some() {
+        checks_list.push(format!(
+            "generate_input returns dicts, nested tuples or lists: custom_kernel(data) gets them flattened, data = \
+             ({}), and the seed rebuilds the original value for ref_kernel (unlike GPU MODE, where data is that value)",
+            inputs.join(", ")
+        ));
+    }
     if repeats > 0 {
         checks_list.push(format!(
             "{repeats} test(s) or benchmark(s) repeated the sizes of an earlier one and were left out"
@@ -450,6 +465,19 @@ fn stub(name: &str) -> &'static str {
     }
 }
 
+/// The seed's entry point: ref_kernel itself, or for a nested generate_input a function that
+/// rebuilds its value from the flat tuple of inputs the harness passes.
+fn seed_entry(rebuild: Option<&str>, inputs: &[String]) -> String {
+    match rebuild {
+        None => "custom_kernel = ref_kernel\n".into(),
+        Some(expr) => format!(
+            "def custom_kernel(data):\n    # ksearch passes the inputs flattened; ref_kernel gets generate_input's structure.\n    \
+             ({},) = data\n    return ref_kernel({expr})\n",
+            inputs.join(", ")
+        ),
+    }
+}
+
 /// The task folder's folder of GPU MODE helper modules (`[kernel].python_path`).
 const MODULES: &str = "modules";
 
@@ -488,6 +516,15 @@ fn check_consistent(
     };
     for (w, c) in found.calls.iter().enumerate().skip(1) {
         let name = &calls[w].0;
+        if c.rebuild != first.rebuild {
+            return Err(format!(
+                "generate_input's value has another structure or other constants for {name} ({}) than for {} ({}); \
+                 ksearch needs one structure for every test and benchmark",
+                c.rebuild.as_deref().unwrap_or("a flat tuple"),
+                calls[0].0,
+                first.rebuild.as_deref().unwrap_or("a flat tuple")
+            ));
+        }
         if c.bare != first.bare || c.inputs.len() != first.inputs.len() {
             return Err(format!(
                 "generate_input returns {} values for {} but {} for {name}",

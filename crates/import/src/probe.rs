@@ -52,6 +52,13 @@ pub(crate) struct KernelBenchProbe {
 #[derive(Debug, Deserialize)]
 pub(crate) struct GpuModeCall {
     pub inputs: Vec<Value>,
+    /// For a generate_input that returns dicts, nested tuples or lists, or constants: the
+    /// names of the flattened inputs, and the Python expression over them that rebuilds its
+    /// value.
+    #[serde(default)]
+    pub leaf_names: Option<Vec<String>>,
+    #[serde(default)]
+    pub rebuild: Option<String>,
     /// generate_input returned one tensor, not a tuple.
     pub bare: bool,
     pub outputs: Vec<Value>,

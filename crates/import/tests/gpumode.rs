@@ -204,7 +204,8 @@ fn malformed_folders_give_errors_naming_the_file_and_field() {
         "tests:
   - {size: 1, seed: 1}
 ",
-        Some("import torch
+        Some(
+            "import torch
 
 def make_inputs(size):
     return torch.randn(size)
@@ -212,13 +213,66 @@ def make_inputs(size):
 
 def solve(x):
     return x
-"),
+",
+        ),
     );
     let e = import_gpumode(&folder, &standin(&dir.path().join("o3"))).unwrap_err();
     assert!(
-        e.to_string().contains(
-            "defines no ref_kernel() and no generate_input() function: ksearch imports GPU MODE problems"
-        ) && e.to_string().contains("(it defines make_inputs, solve)"),
+        e.to_string()
+            .contains("defines no ref_kernel() and no generate_input() function: ksearch imports GPU MODE problems")
+            && e.to_string().contains("(it defines make_inputs, solve)"),
         "{e}"
     );
+}
+
+/// generate_input returning a dict of weights and settings beside nested lists of tensors.
+const NESTED: &str = r#"import torch
+
+
+def ref_kernel(data):
+    x, config, pair = data
+    assert config["mode"] == "fast" and config["bias"] is None
+    return x * config["scale"] + pair[0] + pair[1][0] + config["w"]
+
+
+def generate_input(size, seed):
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(seed)
+    x = torch.randn(size, 4, device="cuda", generator=gen)
+    config = {"w": torch.rand(size, 4, device="cuda"), "scale": 0.5, "mode": "fast", "bias": None, "n": size}
+    return x, config, [torch.randn(size, 4, device="cuda"), (torch.zeros(size, 4, device="cuda"),)]
+"#;
+
+#[test]
+fn dicts_and_nested_lists_from_generate_input_become_flat_named_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = write_task(
+        dir.path(),
+        "tests:\n  - {size: 8, seed: 1}\n  - {size: 3, seed: 2}\n",
+        Some(NESTED),
+    );
+    let out = dir.path().join("out");
+    let imported = import_gpumode(&folder, &standin(&out)).unwrap_or_else(|e| panic!("{e}"));
+    let task = &imported.task;
+    let def = &task.definition;
+    assert_eq!(
+        def.inputs.keys().collect::<Vec<_>>(),
+        ["x", "config_w", "config_scale", "config_n", "pair_0", "pair_1_0"],
+        "leaves named by their path; the string and None stay constants"
+    );
+    assert!(def.inputs["config_scale"].is_scalar() && def.inputs["config_n"].is_scalar());
+    assert_eq!(task.config.kernel.calling, Calling::Tuple);
+    // The size is a scalar input whose value each workload carries.
+    assert!(format!("{:?}", task.workloads[1].inputs["config_n"]).contains('3'));
+    assert!(
+        def.reference.contains(
+            "ref_kernel((x, {'w': config_w, 'scale': config_scale, 'mode': 'fast', 'bias': None, 'n': config_n}, [pair_0, (pair_1_0,)]))"
+        ),
+        "{}",
+        def.reference
+    );
+    let seed = &task.seed.as_ref().unwrap().content;
+    assert!(seed.contains("def custom_kernel(data):"), "{seed}");
+    assert!(imported.checks.iter().any(|c| c.contains("gets them flattened")));
+    run_generated(&out);
 }
