@@ -12,6 +12,7 @@ mod draws;
 mod emit;
 mod error;
 mod gpumode;
+mod gpumode_files;
 mod kernelbench;
 mod probe;
 mod tolerances;

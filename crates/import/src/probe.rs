@@ -8,8 +8,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const PROBE: &str = include_str!("../python/probe.py");
-/// The stand-in for PyTorch, in four modules (dtypes, tensors, functions, nn and the install).
-const STANDIN: [(&str, &str); 4] = [
+/// The probe's other module (the measurement of outputs) and the stand-in for PyTorch, in four
+/// modules (dtypes, tensors, functions, nn and the install), written beside probe.py.
+const STANDIN: [(&str, &str); 5] = [
+    ("probe_measure.py", include_str!("../python/probe_measure.py")),
     ("standin_dtypes.py", include_str!("../python/standin_dtypes.py")),
     ("standin_tensor.py", include_str!("../python/standin_tensor.py")),
     ("standin_ops.py", include_str!("../python/standin_ops.py")),
