@@ -119,7 +119,11 @@ for suite, t in totals.items():
     lines.append(f"| {suite} | {t['problems']} | {t['imported']} | {t['seed_passes']} |")
 # The most common reasons, with numbers and paths blurred so that alike failures count together.
 import re
-common = collections.Counter(re.sub(r"\d+(\.\d+)?", "N", r["reason"])[:140] for r in rows if r["reason"])
+def key(reason):
+    reason = re.sub(r"^error: \S+?: ", "", reason)  # the problem's own path
+    reason = re.sub(r"\(\*\*\{[^}]*\}\)", "(...)", reason)  # generate_input's arguments
+    return re.sub(r"\d+(\.\d+)?", "N", reason)[:140]
+common = collections.Counter(key(r["reason"]) for r in rows if r["reason"])
 lines.append("")
 lines.append("Most common reasons:")
 lines.append("")
