@@ -213,6 +213,7 @@ pub(crate) fn build_request(
 mod tests {
     use super::*;
     use ksearch_spec::{BuildSpec, SourceFile};
+    use std::path::Path;
 
     fn task(language: &str, extra: &str) -> (tempfile::TempDir, Task) {
         let dir = tempfile::tempdir().unwrap();
@@ -394,6 +395,17 @@ mod tests {
         assert_eq!(r["device"], json!({"backend": "python", "name": "cuda:0"}));
         assert_eq!(r["candidate"]["calling"], "tuple");
         assert_eq!(r["candidate"]["init"], json!({"args": [4, 2.5], "seed": 42}));
+        assert!(r["candidate"].get("python_path").is_none());
+        // The task's module folders reach the harness as absolute paths inside the task folder.
+        let r = request("python", "m.py", false, "python_path = [\"modules\"]\n", &opts);
+        let paths = r["candidate"]["python_path"].as_array().unwrap();
+        let task_dir = r["task_dir"].as_str().unwrap();
+        assert_eq!(paths.len(), 1);
+        let path = paths[0].as_str().unwrap();
+        assert!(
+            Path::new(path).is_absolute() && path == format!("{task_dir}/modules"),
+            "{path}"
+        );
         let r = request("triton", "m.py", true, "", &opts);
         assert_eq!(r["device"]["backend"], "triton");
         assert_eq!(r["candidate"]["calling"], "dps");
