@@ -5,10 +5,12 @@ from .errors import TaskError
 
 
 class Tensor:
-    __slots__ = ("name", "dtype_name", "dtype", "shape_spec", "field")
+    __slots__ = ("name", "dtype_name", "dtype", "shape_spec", "field", "output")
 
-    def __init__(self, name, spec, field):
+    def __init__(self, name, spec, field, output=False):
         self.name = name
+        # An output with shape [] is a 0-d array (a loss), never a scalar passed by value.
+        self.output = output
         self.field = field
         if not isinstance(spec, dict):
             raise TaskError(field, f"{field} must be an object with 'shape' and 'dtype'")
@@ -20,7 +22,7 @@ class Tensor:
 
     @property
     def is_scalar(self):
-        return not self.shape_spec
+        return not self.shape_spec and not self.output
 
 
 class Spec:
@@ -41,7 +43,7 @@ class Spec:
                                 f"axis '{name}' must have type 'const' or 'var', not {kind!r}")
         self.inputs = [Tensor(n, s, f"definition.inputs.{n}")
                        for n, s in (definition.get("inputs") or {}).items()]
-        self.outputs = [Tensor(n, s, f"definition.outputs.{n}")
+        self.outputs = [Tensor(n, s, f"definition.outputs.{n}", output=True)
                         for n, s in (definition.get("outputs") or {}).items()]
         if not self.outputs:
             raise TaskError("definition.outputs", "the definition declares no outputs")

@@ -159,6 +159,20 @@ pub(crate) fn build_request(
     if backend.name != "c" && backend.name != "mlx" {
         candidate["calling"] = json!(calling_for(solution, task));
         candidate["init"] = json!(cfg.kernel.init);
+        // The task's module folders, absolute: the harness runs in a temp dir of its own.
+        if !cfg.kernel.python_path.is_empty() {
+            let base = task.dir().map(|d| d.canonicalize().unwrap_or_else(|_| d.to_path_buf()));
+            let paths: Vec<String> = cfg
+                .kernel
+                .python_path
+                .iter()
+                .map(|p| match &base {
+                    Some(b) => b.join(p).display().to_string(),
+                    None => p.clone(),
+                })
+                .collect();
+            candidate["python_path"] = json!(paths);
+        }
         candidate["build"]["arch"] = json!(opts.arch);
         candidate["build"]["cache_dir"] = json!(opts.build_cache);
         timing["cuda_graph"] = match opts.cuda_graph {
@@ -199,6 +213,7 @@ pub(crate) fn build_request(
 mod tests {
     use super::*;
     use ksearch_spec::{BuildSpec, SourceFile};
+    use std::path::Path;
 
     fn task(language: &str, extra: &str) -> (tempfile::TempDir, Task) {
         let dir = tempfile::tempdir().unwrap();
@@ -380,6 +395,17 @@ mod tests {
         assert_eq!(r["device"], json!({"backend": "python", "name": "cuda:0"}));
         assert_eq!(r["candidate"]["calling"], "tuple");
         assert_eq!(r["candidate"]["init"], json!({"args": [4, 2.5], "seed": 42}));
+        assert!(r["candidate"].get("python_path").is_none());
+        // The task's module folders reach the harness as absolute paths inside the task folder.
+        let r = request("python", "m.py", false, "python_path = [\"modules\"]\n", &opts);
+        let paths = r["candidate"]["python_path"].as_array().unwrap();
+        let task_dir = r["task_dir"].as_str().unwrap();
+        assert_eq!(paths.len(), 1);
+        let path = paths[0].as_str().unwrap();
+        assert!(
+            Path::new(path).is_absolute() && path == format!("{task_dir}/modules"),
+            "{path}"
+        );
         let r = request("triton", "m.py", true, "", &opts);
         assert_eq!(r["device"]["backend"], "triton");
         assert_eq!(r["candidate"]["calling"], "dps");

@@ -12,7 +12,9 @@ import ast
 import importlib.util
 import inspect
 import json
+import keyword
 import os
+import re
 import sys
 import traceback
 import types
@@ -93,6 +95,11 @@ def torch_engine(device):
     class Mode(TorchFunctionMode):
         def __torch_function__(self, func, types_, args=(), kwargs=None):
             kwargs = dict(kwargs or {})
+            # Every explicit device is the probe's: a problem that makes some tensors with
+            # device="cuda" and others without would otherwise mix devices (on a GPU machine,
+            # real CUDA tensors beside meta ones: "Expected all tensors to be on the same device").
+            if kwargs.get("device") is not None:
+                kwargs["device"] = device
             if func in factories or func is torch.Tensor.to or func in fills:
                 kwargs.pop("generator", None)
             if func in factories:
@@ -139,7 +146,16 @@ def torch_engine(device):
                     origin["value"] = nums[0]
                 record(args[0], origin)
                 return out
-            return func(*args, **kwargs)
+            return on_probe_device(func(*args, **kwargs))
+
+    probe_device = torch.device(device)
+
+    def on_probe_device(out):
+        # What torch.from_numpy, torch.as_tensor of an array and the like make is on the CPU
+        # whatever the default device: moved, so that all tensors share the probe's device.
+        if isinstance(out, torch.Tensor) and out.device.type != probe_device.type:
+            return out.to(probe_device)
+        return out
 
     class Context:
         def __enter__(self):
@@ -296,7 +312,13 @@ def kernelbench(engine, req):
         with torch.no_grad():
             result = call(lambda: instance(*inputs), "Model.forward")
         outputs = outputs_of(engine, result, "Model.forward")
+    sys.path.insert(0, HERE)
+    import probe_measure
+    largest, note = probe_measure.largest_outputs(engine, module, model, init, req, outputs)
+    if note:
+        notes.append(note)
     return {
+        "largest": largest,
         "inputs": described,
         "input_names": parameter_names(model.forward, len(inputs), True),
         "init": init,
@@ -317,23 +339,94 @@ def gpumode(engine, req):
     module = load_module("reference", req["file"])
     ref_kernel = getattr(module, "ref_kernel", None)
     generate_input = getattr(module, "generate_input", None)
-    for name, f in (("ref_kernel", ref_kernel), ("generate_input", generate_input)):
-        if not callable(f):
-            raise Failure("problem", f"defines no {name}() function")
+    missing = [name for name, f in (("ref_kernel", ref_kernel), ("generate_input", generate_input))
+               if not callable(f)]
+    if missing:
+        defined = sorted(n for n, v in vars(module).items()
+                         if callable(v) and not n.startswith("_") and getattr(v, "__module__", None)
+                         == module.__name__)
+        raise Failure("problem", (
+            f"defines no {' and no '.join(f + '()' for f in missing)} function: ksearch imports GPU MODE "
+            f"problems whose reference.py defines ref_kernel(data) and generate_input(**args) "
+            f"(it defines {', '.join(defined) if defined else 'no functions of its own'})"))
     calls = []
+    source = open(req["file"], encoding="utf-8").read()
+    names = unpacked_names(source)
     with engine.context():
         for i, args in enumerate(req["calls"]):
             where = f"generate_input(**{json.dumps(args)})"
             data = call(lambda: generate_input(**args), where)
-            bare = not isinstance(data, (tuple, list))
+            bare = not isinstance(data, (tuple, list, dict))
             items = [data] if bare else list(data)
-            described = [describe(engine, v, f"{where}[{j}]") for j, v in enumerate(items)]
+            record = {"bare": bare}
+            if not bare and (isinstance(data, dict) or not all(_leaf(engine, v) for v in items)):
+                # Dicts, nested tuples and lists, constants: flattened into named inputs, and
+                # the expression that rebuilds generate_input's structure from them.
+                leaves, record["rebuild"] = flatten(engine, data, names, where)
+                record["leaf_names"] = [n for n, _ in leaves]
+                described = [d for _, d in leaves]
+            else:
+                described = [describe(engine, v, f"{where}[{j}]") for j, v in enumerate(items)]
             result = call(lambda: ref_kernel(data), f"ref_kernel on {where}")
-            calls.append({"inputs": described, "bare": bare,
-                          "outputs": outputs_of(engine, result, "ref_kernel")})
-    source = open(req["file"], encoding="utf-8").read()
-    return {"calls": calls, "input_names": unpacked_names(source),
+            record.update(inputs=described, outputs=outputs_of(engine, result, "ref_kernel"))
+            calls.append(record)
+    return {"calls": calls, "input_names": names,
             "tolerance": tolerance(source, sys.modules.get("utils"))}
+
+
+def _leaf(engine, v):
+    return engine.is_tensor(v) or isinstance(v, (bool, int, float))
+
+
+def flatten(engine, data, top_names, where):
+    """generate_input's nested value as ([(input name, described leaf)], Python expression over
+    the names that rebuilds it). Tensors and numbers are leaves; strings and None are constants
+    written into the expression; names follow the path (`weights_w1`, `x_0`)."""
+    leaves = []
+    taken = set()
+
+    def name_for(path):
+        base = re.sub(r"\W", "_", path).strip("_") or "x"
+        if base[0].isdigit() or keyword.iskeyword(base):
+            base = "x_" + base
+        name, k = base, 1
+        while name in taken:
+            k += 1
+            name = f"{base}_{k}"
+        taken.add(name)
+        return name
+
+    def walk(v, path, at):
+        if _leaf(engine, v):
+            name = name_for(path)
+            leaves.append((name, describe(engine, v, at)))
+            return name
+        if v is None or isinstance(v, str):
+            return repr(v)
+        if isinstance(v, (tuple, list)):
+            parts = [walk(x, f"{path}_{i}", f"{at}[{i}]") for i, x in enumerate(v)]
+            if isinstance(v, list):
+                return "[" + ", ".join(parts) + "]"
+            return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+        if isinstance(v, dict):
+            items = []
+            for k, x in v.items():
+                if not isinstance(k, (str, int)):
+                    raise Failure("unsupported", f"{at} has a key of type {type(k).__name__}; "
+                                                 f"ksearch imports dicts keyed by strings or numbers")
+                items.append(f"{k!r}: {walk(x, f'{path}_{k}', f'{at}[{k!r}]')}")
+            return "{" + ", ".join(items) + "}"
+        raise Failure("unsupported", f"{at} is a {type(v).__name__}; ksearch can import tensors, "
+                                     f"numbers, strings and None, in tuples, lists and dicts")
+
+    if isinstance(data, dict):
+        return leaves, walk(data, "", where)
+    items = list(data)
+    tops = top_names if top_names and len(top_names) == len(items) else [f"x{j}" for j in range(len(items))]
+    parts = [walk(v, tops[j], f"{where}[{j}]") for j, v in enumerate(items)]
+    if isinstance(data, list):
+        return leaves, "[" + ", ".join(parts) + "]"
+    return leaves, "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
 def call(function, where):

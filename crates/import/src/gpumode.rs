@@ -6,12 +6,13 @@ use crate::axes::{self, Hint};
 use crate::draws::{self, Draw};
 use crate::emit::{self, Folder};
 use crate::error::ImportError;
+use crate::gpumode_files::{prelude, resolve_files, seed_entry, stub, MODULES};
 use crate::probe::{self, GpuModeProbe, Value};
 use crate::{Imported, Options};
 use indexmap::IndexMap;
 use ksearch_spec::{DType, Definition};
 use serde::Deserialize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 #[derive(Deserialize)]
 struct TaskYml {
@@ -28,15 +29,9 @@ struct TaskYml {
 }
 
 #[derive(Deserialize)]
-struct FileEntry {
-    name: String,
-    source: String,
-}
-
-/// A helper module of the folder (task.py, utils.py): its file, or `None` for ksearch's stub.
-struct Helper {
-    name: String,
-    path: Option<PathBuf>,
+pub(crate) struct FileEntry {
+    pub(crate) name: String,
+    pub(crate) source: String,
 }
 
 /// Imports the GPU MODE task folder `folder` into `opts.out`.
@@ -122,7 +117,10 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
     check_consistent(&found, &calls).map_err(unsupported)?;
     let first = &found.calls[0];
     let bare = first.bare;
-    let inputs = crate::input_names(found.input_names.as_deref(), first.inputs.len());
+    let inputs = match &first.leaf_names {
+        Some(names) => names.clone(),
+        None => crate::input_names(found.input_names.as_deref(), first.inputs.len()),
+    };
     let outputs = crate::output_names(first.outputs.len(), &inputs);
 
     // Axes over all workloads, named after the test arguments where they match.
@@ -166,7 +164,9 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
     let mut chosen: Vec<(String, Draw)> = Vec::new();
     let mut writable: Vec<String> = Vec::new();
     for (j, name) in inputs.iter().enumerate() {
-        let what = if bare {
+        let what = if first.rebuild.is_some() {
+            format!("'{name}' of the value generate_input returns")
+        } else if bare {
             "what generate_input returns".to_string()
         } else {
             format!("element {j} of the tuple generate_input returns")
@@ -242,7 +242,9 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         yml.description.as_deref().unwrap_or("").trim()
     );
     let prelude = prelude(&helper_sources);
-    let call_args = if bare {
+    let call_args = if let Some(rebuild) = &first.rebuild {
+        rebuild.clone()
+    } else if bare {
         inputs[0].clone()
     } else if inputs.len() == 1 {
         format!("({},)", inputs[0])
@@ -273,16 +275,19 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         outputs: def_outputs,
         reference: reference_src,
     };
+    // The seed is reference.py as is: the helper modules are files of the task folder on the
+    // candidate's module path (`[kernel].python_path`), not code registered by the seed, which
+    // ksearch's static checks would refuse (a candidate must not reach into `__dict__`).
     let seed = format!(
-        "{}{prelude}\n{}\n\n\n# --- added by ksearch import ---\ncustom_kernel = ref_kernel\n",
+        "{}{}\n\n\n# --- added by ksearch import ---\n{}",
         emit::comment(&format!(
             "Imported from GPU MODE task {folder_name} by `ksearch import gpumode`: reference.py's ref_kernel as the \
-             starting candidate custom_kernel(data). The folder's helper modules (task, utils) are registered first, \
-             so GPU MODE submissions' `from task import ...` works."
+             starting candidate custom_kernel(data). The folder's helper modules (task, utils) are in the task's \
+             {MODULES}/ folder, on the candidate's module path, so GPU MODE submissions' `from task import ...` works."
         )),
-        reference.trim_end()
+        reference.trim_end(),
+        seed_entry(first.rebuild.as_deref(), &inputs)
     );
-
     let mut checks_list: Vec<String> = found.notes.clone();
     if found.engine == "stand-in" {
         checks_list.push(
@@ -307,6 +312,13 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
          reference runs ref_kernel on CPU tensors (GPU MODE runs it on the GPU)"
             .into(),
     );
+    if first.rebuild.is_some() {
+        checks_list.push(format!(
+            "generate_input returns dicts, nested tuples or lists: custom_kernel(data) gets them flattened, data = \
+             ({}), and the seed rebuilds the original value for ref_kernel (unlike GPU MODE, where data is that value)",
+            inputs.join(", ")
+        ));
+    }
     if repeats > 0 {
         checks_list.push(format!(
             "{repeats} test(s) or benchmark(s) repeated the sizes of an earlier one and were left out"
@@ -331,7 +343,13 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         definition,
         workloads: workloads.clone(),
         task_toml,
-        files: vec![("seed.py".into(), seed)],
+        files: std::iter::once(("seed.py".to_string(), seed))
+            .chain(
+                helper_sources
+                    .iter()
+                    .map(|(name, source)| (format!("{MODULES}/{name}.py"), source.clone())),
+            )
+            .collect(),
     };
     let task = folder_out.write(&opts.out, opts.force)?;
     let written = vec![
@@ -379,91 +397,6 @@ fn shape(v: &Value) -> Vec<i64> {
     }
 }
 
-/// reference.py and the helper modules, from task.yml's `files` (or the usual names).
-fn resolve_files(
-    folder: &Path,
-    files: &[FileEntry],
-    bad: &dyn Fn(&str, String) -> ImportError,
-) -> Result<(PathBuf, Vec<Helper>), ImportError> {
-    let mut reference = folder.join("reference.py");
-    let mut helpers: Vec<Helper> = Vec::new();
-    if files.is_empty() {
-        for (name, candidates) in [("task", vec!["task.py"]), ("utils", vec!["utils.py", "../utils.py"])] {
-            let path = candidates.iter().map(|c| folder.join(c)).find(|p| p.is_file());
-            helpers.push(Helper {
-                name: name.into(),
-                path,
-            });
-        }
-    }
-    for (i, f) in files.iter().enumerate() {
-        if f.source == "@SUBMISSION@" || matches!(f.name.as_str(), "submission.py" | "eval.py") {
-            continue;
-        }
-        let path = folder.join(&f.source);
-        if f.name == "reference.py" {
-            reference = path;
-            continue;
-        }
-        let Some(stem) = f.name.strip_suffix(".py") else {
-            continue;
-        };
-        if path.is_file() {
-            helpers.push(Helper {
-                name: stem.into(),
-                path: Some(path),
-            });
-        } else if matches!(stem, "task" | "utils") {
-            helpers.push(Helper {
-                name: stem.into(),
-                path: None,
-            });
-        } else {
-            return Err(bad(
-                &format!("files[{i}].source"),
-                format!("'{}' ({}) does not exist", f.source, path.display()),
-            ));
-        }
-    }
-    if !reference.is_file() {
-        return Err(bad(
-            "files",
-            format!("the reference {} does not exist", reference.display()),
-        ));
-    }
-    Ok((reference, helpers))
-}
-
-/// Stand-ins for task.py and utils.py when the folder lacks them.
-fn stub(name: &str) -> &'static str {
-    match name {
-        "task" => "# ksearch's stub for GPU MODE's task.py: type names only.\nimport typing\n\ninput_t = typing.Any\noutput_t = typing.Any\n\n\ndef __getattr__(name):\n    return typing.Any\n",
-        _ => "# ksearch's stub for GPU MODE's utils.py: what reference files call when they load.\n\n\ndef make_match_reference(reference, **kwargs):\n    return lambda data, output: (True, \"\")\n\n\ndef set_seed(seed=42):\n    pass\n",
-    }
-}
-
-/// Python that registers the folder's helper modules under their names.
-fn prelude(helpers: &[(String, String)]) -> String {
-    let mut p = String::from(
-        "import sys as _ksearch_sys\nimport types as _ksearch_types\n\n\n\
-         def _ksearch_module(name, source):\n    \
-         # The GPU MODE folder's helper module `name`, registered so that `from task import ...` works.\n    \
-         module = _ksearch_sys.modules.get(name)\n    \
-         if module is None or getattr(module, \"__ksearch_gpumode__\", None) != source:\n        \
-         module = _ksearch_types.ModuleType(name)\n        module.__file__ = name + \".py\"\n        \
-         module.__ksearch_gpumode__ = source\n        _ksearch_sys.modules[name] = module\n        \
-         exec(compile(source, name + \".py\", \"exec\"), module.__dict__)\n    return module\n\n\n",
-    );
-    for (name, source) in helpers {
-        p.push_str(&format!(
-            "_ksearch_module({}, {})\n",
-            emit::py_str(name),
-            emit::py_str(source)
-        ));
-    }
-    p
-}
-
 /// Every call must give the same number and kinds of values with the same dtypes.
 fn check_consistent(
     found: &GpuModeProbe,
@@ -476,6 +409,15 @@ fn check_consistent(
     };
     for (w, c) in found.calls.iter().enumerate().skip(1) {
         let name = &calls[w].0;
+        if c.rebuild != first.rebuild {
+            return Err(format!(
+                "generate_input's value has another structure or other constants for {name} ({}) than for {} ({}); \
+                 ksearch needs one structure for every test and benchmark",
+                c.rebuild.as_deref().unwrap_or("a flat tuple"),
+                calls[0].0,
+                first.rebuild.as_deref().unwrap_or("a flat tuple")
+            ));
+        }
         if c.bare != first.bare || c.inputs.len() != first.inputs.len() {
             return Err(format!(
                 "generate_input returns {} values for {} but {} for {name}",
@@ -586,6 +528,10 @@ fn task_toml(
         "custom_kernel(data) gets the one tensor generate_input makes, and returns the output."
     }));
     t.push_str(&format!("calling = \"{calling}\"\nseed = \"seed.py\"\n"));
+    t.push_str(&emit::comment(
+        "The folder's helper modules (task.py, utils.py): candidates import them from here.",
+    ));
+    t.push_str(&format!("python_path = [\"{MODULES}\"]\n"));
     if !writable.is_empty() {
         t.push_str(&emit::comment(
             "Made with torch.empty by generate_input: output buffers a submission may fill (and return).",

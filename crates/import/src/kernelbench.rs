@@ -7,6 +7,7 @@ use crate::draws::{self, Draw};
 use crate::emit::{self, Folder};
 use crate::error::ImportError;
 use crate::probe::{self, KernelBenchProbe, Value};
+use crate::tolerances;
 use crate::{Imported, Options};
 use indexmap::IndexMap;
 use ksearch_spec::{DType, Definition};
@@ -127,6 +128,11 @@ pub fn import_kernelbench(file: &Path, opts: &Options) -> Result<Imported, Impor
          class ModelNew with Model's constructor and forward signature; ksearch builds it the same way, so \
          parameters created in the same order get the same values."
     );
+    let measured: Vec<(String, DType, Option<f64>)> = def_outputs
+        .iter()
+        .enumerate()
+        .map(|(i, (name, spec))| (name.clone(), spec.dtype, found.largest.get(i).copied().flatten()))
+        .collect();
     let definition = Definition {
         name: def_name.clone(),
         op_type: "kernelbench".into(),
@@ -147,7 +153,9 @@ pub fn import_kernelbench(file: &Path, opts: &Options) -> Result<Imported, Impor
             "get_init_inputs() returned {init_py}; task.toml cannot hold None or dictionaries in [kernel].init.args"
         ))
     })?;
-    let task_toml = task_toml(&file_name, &found.engine, &chosen, &rules, &init_toml);
+    let (tolerance_toml, tolerance_notes) = tolerances::kernelbench(&measured);
+    let mut task_toml = task_toml(&file_name, &found.engine, &chosen, &rules, &init_toml);
+    task_toml.push_str(&tolerance_toml);
 
     let folder = Folder {
         definition,
@@ -218,10 +226,11 @@ pub fn import_kernelbench(file: &Path, opts: &Options) -> Result<Imported, Impor
         );
     }
     checks_list.push(
-        "the reference runs the problem's Model on the CPU in float32; KernelBench's own tolerances (fp32 1e-4, \
-         fp16/bf16 1e-2) are ksearch's defaults"
+        "the reference runs the problem's Model, moved with its parameters and buffers to the inputs' device; \
+         KernelBench's own tolerances (fp32 1e-4, fp16/bf16 1e-2) are ksearch's defaults"
             .into(),
     );
+    checks_list.extend(tolerance_notes);
     if !rules.allowed.is_empty() {
         checks_list.push(format!(
             "candidates may still call: {}; tighten [checks].forbidden in task.toml once the seed no longer needs them",
@@ -242,9 +251,13 @@ pub fn import_kernelbench(file: &Path, opts: &Options) -> Result<Imported, Impor
 fn reference_source(file_name: &str, source: &str, inputs: &[String], init_py: &str) -> String {
     let args = inputs.join(", ");
     format!(
-        "{header}\n{source}\n\n# --- added by ksearch import ---\nimport torch as _ksearch_torch\n\n_ksearch_model = None\n\n\n\
-         def run({args}):\n    global _ksearch_model\n    if _ksearch_model is None:\n        \
+        "{header}\n{source}\n\n# --- added by ksearch import ---\nimport torch as _ksearch_torch\n\n_ksearch_model = None\n_ksearch_on = None\n\n\n\
+         def run({args}):\n    global _ksearch_model, _ksearch_on\n    if _ksearch_model is None:\n        \
          _ksearch_torch.manual_seed({INIT_SEED})\n        _ksearch_model = Model(*{init_py})\n    \
+         # The model's parameters and buffers go where the inputs are (the harness may hand it GPU tensors).\n    \
+         _ksearch_device = next((a.device for a in ({args},) if isinstance(a, _ksearch_torch.Tensor)), None)\n    \
+         if _ksearch_device is not None and _ksearch_device != _ksearch_on and hasattr(_ksearch_model, \"to\"):\n        \
+         _ksearch_model = _ksearch_model.to(_ksearch_device)\n        _ksearch_on = _ksearch_device\n    \
          with _ksearch_torch.no_grad():\n        return _ksearch_model({args})\n",
         header = emit::comment(&format!(
             "Imported from KernelBench problem {file_name} by `ksearch import kernelbench`. run(**inputs) calls the \

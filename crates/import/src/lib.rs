@@ -12,8 +12,10 @@ mod draws;
 mod emit;
 mod error;
 mod gpumode;
+mod gpumode_files;
 mod kernelbench;
 mod probe;
+mod tolerances;
 
 pub use error::ImportError;
 pub use gpumode::import_gpumode;

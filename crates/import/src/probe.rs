@@ -8,8 +8,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const PROBE: &str = include_str!("../python/probe.py");
-/// The stand-in for PyTorch, in four modules (dtypes, tensors, functions, nn and the install).
-const STANDIN: [(&str, &str); 4] = [
+/// The probe's other module (the measurement of outputs) and the stand-in for PyTorch, in four
+/// modules (dtypes, tensors, functions, nn and the install), written beside probe.py.
+const STANDIN: [(&str, &str); 5] = [
+    ("probe_measure.py", include_str!("../python/probe_measure.py")),
     ("standin_dtypes.py", include_str!("../python/standin_dtypes.py")),
     ("standin_tensor.py", include_str!("../python/standin_tensor.py")),
     ("standin_ops.py", include_str!("../python/standin_ops.py")),
@@ -40,6 +42,10 @@ pub(crate) struct KernelBenchProbe {
     pub input_names: Option<Vec<String>>,
     pub init: Vec<serde_json::Value>,
     pub outputs: Vec<Value>,
+    /// The largest |value| of each output, from a real run of the model at import (PyTorch
+    /// only); `None` where it was not measured.
+    #[serde(default)]
+    pub largest: Vec<Option<f64>>,
     pub int_globals: indexmap::IndexMap<String, i64>,
     #[serde(default)]
     pub notes: Vec<String>,
@@ -48,6 +54,13 @@ pub(crate) struct KernelBenchProbe {
 #[derive(Debug, Deserialize)]
 pub(crate) struct GpuModeCall {
     pub inputs: Vec<Value>,
+    /// For a generate_input that returns dicts, nested tuples or lists, or constants: the
+    /// names of the flattened inputs, and the Python expression over them that rebuilds its
+    /// value.
+    #[serde(default)]
+    pub leaf_names: Option<Vec<String>>,
+    #[serde(default)]
+    pub rebuild: Option<String>,
     /// generate_input returned one tensor, not a tuple.
     pub bare: bool,
     pub outputs: Vec<Value>,

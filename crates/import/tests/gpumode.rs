@@ -4,7 +4,7 @@ mod common;
 use common::*;
 
 use ksearch_import::{import_gpumode, ImportError};
-use ksearch_spec::{Axis, Calling, DType, Distribution, Tolerance};
+use ksearch_spec::{Axis, Calling, DType, Distribution, SourceFile, Tolerance};
 use std::path::Path;
 
 #[test]
@@ -63,7 +63,23 @@ fn grayscale_becomes_a_task_with_a_workload_per_distinct_test() {
         .any(|c| c.contains("1 test(s) or benchmark(s) repeated")));
     // The reference and seed carry the folder's task.py and ../utils.py with them.
     let seed = task.seed.as_ref().unwrap();
-    assert!(seed.content.contains("_ksearch_module(\"task\"") && seed.content.contains("_ksearch_module(\"utils\""));
+    // The seed is reference.py plus one line: the helper modules are files of the task folder
+    // on the candidate's module path, so the seed passes ksearch's own static checks.
+    assert!(!seed.content.contains("_ksearch_module") && !seed.content.contains("__dict__"));
+    assert_eq!(task.config.kernel.python_path, vec!["modules".to_string()]);
+    assert!(out.join("modules/task.py").is_file() && out.join("modules/utils.py").is_file());
+    assert_eq!(
+        ksearch_eval::check_sources(
+            "python",
+            &[SourceFile {
+                path: "seed.py".into(),
+                content: seed.content.clone(),
+            }],
+            &task.config
+        ),
+        None,
+        "the seed passes the static checks"
+    );
     assert!(seed.content.trim_end().ends_with("custom_kernel = ref_kernel"));
     assert!(def.reference.contains("def run(image, output):"));
     run_generated(&out);
@@ -175,9 +191,88 @@ fn malformed_folders_give_errors_naming_the_file_and_field() {
         Some("import torch\n\ndef generate_input(size, seed):\n    return torch.randn(size)\n"),
     );
     let e = import_gpumode(&folder, &standin(&dir.path().join("o2"))).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("reference.py: defines no ref_kernel() function"), "{e}");
+    assert!(
+        text.contains("ref_kernel(data) and generate_input(**args)") && text.contains("(it defines generate_input)"),
+        "names what ksearch expects and what the file has: {e}"
+    );
+
+    // Laid out otherwise altogether: both entry points missing, the file's own functions named.
+    let folder = write_task(
+        &dir.path().join("other_layout"),
+        "tests:
+  - {size: 1, seed: 1}
+",
+        Some(
+            "import torch
+
+def make_inputs(size):
+    return torch.randn(size)
+
+
+def solve(x):
+    return x
+",
+        ),
+    );
+    let e = import_gpumode(&folder, &standin(&dir.path().join("o3"))).unwrap_err();
     assert!(
         e.to_string()
-            .ends_with("reference.py: defines no ref_kernel() function"),
+            .contains("defines no ref_kernel() and no generate_input() function: ksearch imports GPU MODE problems")
+            && e.to_string().contains("(it defines make_inputs, solve)"),
         "{e}"
     );
+}
+
+/// generate_input returning a dict of weights and settings beside nested lists of tensors.
+const NESTED: &str = r#"import torch
+
+
+def ref_kernel(data):
+    x, config, pair = data
+    assert config["mode"] == "fast" and config["bias"] is None
+    return x * config["scale"] + pair[0] + pair[1][0] + config["w"]
+
+
+def generate_input(size, seed):
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(seed)
+    x = torch.randn(size, 4, device="cuda", generator=gen)
+    config = {"w": torch.rand(size, 4, device="cuda"), "scale": 0.5, "mode": "fast", "bias": None, "n": size}
+    return x, config, [torch.randn(size, 4, device="cuda"), (torch.zeros(size, 4, device="cuda"),)]
+"#;
+
+#[test]
+fn dicts_and_nested_lists_from_generate_input_become_flat_named_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = write_task(
+        dir.path(),
+        "tests:\n  - {size: 8, seed: 1}\n  - {size: 3, seed: 2}\n",
+        Some(NESTED),
+    );
+    let out = dir.path().join("out");
+    let imported = import_gpumode(&folder, &standin(&out)).unwrap_or_else(|e| panic!("{e}"));
+    let task = &imported.task;
+    let def = &task.definition;
+    assert_eq!(
+        def.inputs.keys().collect::<Vec<_>>(),
+        ["x", "config_w", "config_scale", "config_n", "pair_0", "pair_1_0"],
+        "leaves named by their path; the string and None stay constants"
+    );
+    assert!(def.inputs["config_scale"].is_scalar() && def.inputs["config_n"].is_scalar());
+    assert_eq!(task.config.kernel.calling, Calling::Tuple);
+    // The size is a scalar input whose value each workload carries.
+    assert!(format!("{:?}", task.workloads[1].inputs["config_n"]).contains('3'));
+    assert!(
+        def.reference.contains(
+            "ref_kernel((x, {'w': config_w, 'scale': config_scale, 'mode': 'fast', 'bias': None, 'n': config_n}, [pair_0, (pair_1_0,)]))"
+        ),
+        "{}",
+        def.reference
+    );
+    let seed = &task.seed.as_ref().unwrap().content;
+    assert!(seed.contains("def custom_kernel(data):"), "{seed}");
+    assert!(imported.checks.iter().any(|c| c.contains("gets them flattened")));
+    run_generated(&out);
 }

@@ -30,6 +30,14 @@ fn gemm_relu_becomes_a_task_whose_seed_is_the_model() {
     assert_eq!(def.inputs["x"].dtype, DType::Float32);
     assert_eq!(def.outputs["output"].dims(), ["batch_size", "out_features"]);
     assert!(def.reference.contains("def run(x):") && def.reference.contains("Model(*[64, 48])"));
+    // Linear's weight and bias move with the model to the device the harness gives the inputs
+    // on (a CPU-built model called with GPU inputs fails: "mat1 is on cuda:0, ... cpu").
+    assert!(
+        def.reference
+            .contains("_ksearch_model = _ksearch_model.to(_ksearch_device)"),
+        "{}",
+        def.reference
+    );
     assert_eq!(task.workloads.len(), 1);
 
     let k = &task.config.kernel;
@@ -226,4 +234,18 @@ fn bad_problems_give_errors_naming_the_file() {
     let missing = dir.path().join("absent.py");
     let e = import_kernelbench(&missing, &standin(&dir.path().join("o"))).unwrap_err();
     assert!(e.to_string().starts_with(&missing.display().to_string()), "{e}");
+}
+
+#[test]
+fn a_loss_becomes_a_task_with_a_0d_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mse");
+    let imported = import_kernelbench(&fixture("kernelbench/94_MSELoss_Sample.py"), &standin(&out))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let def = &imported.task.definition;
+    let output = &def.outputs["output"];
+    assert_eq!(output.shape.as_deref(), Some(&[][..]), "a 0-d array, not a scalar");
+    let written = std::fs::read_to_string(out.join("definition.json")).unwrap();
+    assert!(written.contains("\"shape\": []"), "{written}");
+    run_generated(&out);
 }

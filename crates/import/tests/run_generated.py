@@ -1,6 +1,6 @@
 """Runs an imported task's reference and seed the way ksearch's Python backends call them, with
 the importer's stand-in for PyTorch (shapes only), and checks the output shapes against the
-definition: the glue the importer writes (run(), the helper-module prelude, ModelNew's
+definition: the glue the importer writes (run(), the helper-module prelude and python_path, ModelNew's
 construction, the calling convention) is exercised without PyTorch.
 
 Usage: python3 run_generated.py TASK_DIR STANDIN_DIR. Prints "ok" or raises. With `torch` for
@@ -45,6 +45,12 @@ def main(task_dir, standin_dir):
         reference = namespace["run"](**values)
         check("reference", reference, expected)
 
+        # The seed finds the helper modules on [kernel].python_path, as the harness gives it,
+        # not through what the reference registered.
+        for name in [n for n, m in sys.modules.items() if hasattr(m, "__ksearch_gpumode__")]:
+            del sys.modules[name]
+        for folder in kernel.get("python_path", []):
+            sys.path.insert(0, os.path.join(task_dir, folder))
         spec = importlib.util.spec_from_file_location("seed", os.path.join(task_dir, kernel["seed"]))
         seed = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(seed)

@@ -159,8 +159,13 @@ impl Definition {
                     "an output may not share its name with an input",
                 );
             }
-            if self.outputs[name].is_scalar() {
-                p.push(format!("outputs.{name}.shape"), "outputs must be arrays, not scalars");
+            // `shape: []` is a 0-d array (a loss, a sum): a kernel writes or returns one
+            // element. `shape: null` is a scalar, which only inputs can be.
+            if self.outputs[name].shape.is_none() {
+                p.push(
+                    format!("outputs.{name}.shape"),
+                    "outputs must be arrays, not scalars (`\"shape\": []` declares a 0-d array)",
+                );
             }
         }
         if !has_top_level_run(&self.reference) {

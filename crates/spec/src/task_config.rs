@@ -264,6 +264,25 @@ mod tests {
     }
 
     #[test]
+    fn python_path_must_stay_inside_the_task_folder() {
+        let cfg = TaskConfig::parse(
+            "task.toml",
+            "[kernel]\nlanguage = \"python\"\npython_path = [\"modules\"]\n",
+            &def(),
+        )
+        .unwrap();
+        assert_eq!(cfg.kernel.python_path, vec!["modules".to_string()]);
+        for bad in ["../elsewhere", "/abs", ""] {
+            let text = format!("[kernel]\nlanguage = \"python\"\npython_path = [\"modules\", \"{bad}\"]\n");
+            let e = TaskConfig::parse("task.toml", &text, &def()).unwrap_err().to_string();
+            assert!(
+                e.contains("kernel.python_path[1]") && e.contains("must be a folder inside the task folder"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
     fn unknown_key_is_named() {
         let e = TaskConfig::parse("task.toml", "[evaluation]\ntrails = 3\n", &def())
             .unwrap_err()

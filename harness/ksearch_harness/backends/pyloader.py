@@ -10,8 +10,13 @@ import traceback
 from ..errors import CandidateError
 
 
-def import_symbol(folder, file, module_name, symbol):
-    """Run the module `folder/file` as `module_name`; its `symbol`, or None when it has none."""
+def import_symbol(folder, file, module_name, symbol, python_path=()):
+    """Run the module `folder/file` as `module_name`; its `symbol`, or None when it has none.
+    `python_path`: the task's module folders (`[kernel].python_path`), searched after the
+    candidate's own folder, so that a candidate's sibling of the same name wins."""
+    for extra in reversed(list(python_path)):
+        if extra not in sys.path:
+            sys.path.insert(0, extra)
     if folder not in sys.path:
         sys.path.insert(0, folder)  # its helper modules and files sit beside it, as siblings
     spec = importlib.util.spec_from_file_location(module_name, os.path.join(folder, file))

@@ -40,6 +40,7 @@ class Backend(GpuBackend):
         self._entry = None
         self._calling = None
         self._init = None
+        self._python_path = []
         self._loaded = pyloader.LoadOnce("candidate", self._import)
         self._init_used = False
 
@@ -58,6 +59,7 @@ class Backend(GpuBackend):
             if init is not None and (not isinstance(init, dict)
                                      or not isinstance(init.get("args", []), list)):
                 raise ValueError("init must be an object with 'args' (a list) and 'seed'")
+            python_path = python_path_of(candidate)
             folder = os.path.join(workdir, "build")
             os.makedirs(folder)
             sources.write(checked.sources, folder)
@@ -70,6 +72,7 @@ class Backend(GpuBackend):
                                                 if p.endswith(".py"))
         self._symbol, self._entry = checked.symbol, checked.entry
         self._calling, self._init = calling, init
+        self._python_path = python_path
         self.compiler = f"Python {sys.version.split()[0]}"
         return {"ok": True, "seconds": time.perf_counter() - start, "command": [],
                 "log": f"syntax checked: {', '.join(p for p, _ in checked.sources)}"}
@@ -86,7 +89,8 @@ class Backend(GpuBackend):
         return "returns" if self._init_used else self._calling
 
     def _import(self):
-        entry = pyloader.import_symbol(self._folder, self._file, _MODULE, self._symbol)
+        entry = pyloader.import_symbol(self._folder, self._file, _MODULE, self._symbol,
+                                       self._python_path)
         if entry is None:
             raise CandidateError("runtime_error", (
                 f"{self._file} defines no '{self._symbol}' (entry_point {self._entry!r})"))
@@ -165,3 +169,15 @@ class _Kernel:
                 raise CandidateError("incorrect_dtype", f"output '{t.name}' has dtype "
                                                         f"{value.dtype}, expected {expected}")
         return values
+
+
+def python_path_of(candidate):
+    """The task's module folders (`[kernel].python_path`, absolute): a list of existing
+    directories, or a ValueError naming the entry that is not one."""
+    paths = candidate.get("python_path") or []
+    if not isinstance(paths, list):
+        raise ValueError("python_path must be a list of folders")
+    for p in paths:
+        if not isinstance(p, str) or not os.path.isabs(p) or not os.path.isdir(p):
+            raise ValueError(f"python_path entry {p!r} is not an existing absolute folder")
+    return list(paths)

@@ -26,6 +26,10 @@ pub struct KernelConfig {
     /// which a submission fills and returns): their contents are not checked after a call, and
     /// every call still gets fresh ones. Every other input must come back bit for bit.
     pub writable_inputs: Vec<String>,
+    /// Folders of the task folder (relative to it) on a Python candidate's module search path,
+    /// after the candidate's own folder: GPU MODE's helper modules (`task.py`, `utils.py`) live
+    /// there, so `from task import ...` works without code in the candidate that registers them.
+    pub python_path: Vec<String>,
 }
 
 /// How a Python-module entry point is called (docs/protocol.md). The `c` and `cuda` backends
@@ -93,6 +97,7 @@ impl Default for KernelConfig {
             calling: Calling::Dps,
             init: None,
             writable_inputs: Vec::new(),
+            python_path: Vec::new(),
         }
     }
 }
@@ -112,6 +117,18 @@ impl KernelConfig {
                     LANGUAGES.join(", ")
                 ),
             );
+        }
+        for (i, folder) in self.python_path.iter().enumerate() {
+            let path = std::path::Path::new(folder);
+            let escapes = path
+                .components()
+                .any(|c| !matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir));
+            if folder.trim().is_empty() || escapes {
+                p.push(
+                    format!("kernel.python_path[{i}]"),
+                    format!("'{folder}' must be a folder inside the task folder (relative, no '..')"),
+                );
+            }
         }
         if let Some(entry) = &self.entry {
             if !crate::definition::is_c_identifier(entry) {
