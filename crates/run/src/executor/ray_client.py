@@ -69,7 +69,12 @@ def evaluate(ksearch, job):
         with open(sol, "w") as f:
             json.dump(job["solution"], f)
         cmd = [ksearch, "eval", task, sol, "--json"] + job["args"]
-        p = subprocess.run(cmd, capture_output=True, text=True, cwd=d)
+        env = dict(os.environ)
+        if not job["gpu"]:
+            # Ray hands out the node's CPUs one task each (num_cpus=1), so it is the arbiter:
+            # the node's machine-wide cpu:0 lock would run its CPU tasks one at a time.
+            env["KSEARCH_DEVICE_LOCK_DIR"] = os.path.join(d, "locks")
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=d, env=env)
     record = None
     for line in reversed(p.stdout.strip().splitlines()):
         try:
