@@ -188,7 +188,6 @@ impl Ray {
         let lines = first.join().map_err(|_| connect("the client reader crashed".into()))?;
         let waiters: Waiters = Arc::default();
         let reader_waiters = waiters.clone();
-        let address = settings.address.clone();
         std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
                 let Ok(reply) = serde_json::from_str::<Reply>(&line) else {
@@ -204,7 +203,6 @@ impl Ray {
             if let Ok(mut w) = reader_waiters.lock() {
                 w.clear();
             }
-            let _ = address;
         });
         let slots = if gpu { ready.gpus } else { ready.cpus };
         Ok(Ray {
