@@ -221,6 +221,7 @@ fn start_search(args: StartSearchArgs) -> anyhow::Result<serde_json::Value> {
             parallel,
             devices: None,
             executor,
+            ray: None,
             brain_note: args.model.clone(),
             profile: false,
         },

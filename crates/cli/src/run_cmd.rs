@@ -5,7 +5,8 @@ use anyhow::bail;
 use ksearch_devices::DeviceSpec;
 use ksearch_llm::LlmConfig;
 use ksearch_run::create::{create_run, NewRun, SearchSettings};
-use ksearch_run::drive::{drive, DriveOptions, Drove};
+use ksearch_run::drive::{auto_parallel, drive, DriveOptions, Drove};
+use ksearch_run::executor::ray::{check_address, RayError, RaySettings};
 use ksearch_run::executor::ExecutorKind;
 use ksearch_run::open::{open_for, OpenRun};
 use ksearch_run::{BrainSpec, Stopped};
@@ -54,8 +55,10 @@ pub(crate) struct RunArgs {
     /// Requests served at once: LLM calls and evaluations overlap, and `evolve` works on up to N
     /// islands at once (world-model and refine stay one step at a time but for the final
     /// re-measurement). Evaluations still take one device each (--devices).
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    parallel: u32,
+    /// `auto`: as many as the executor evaluates at once (a Ray cluster's GPUs, or CPUs for a C
+    /// task; the local devices).
+    #[arg(long, default_value = "1", value_name = "N|auto")]
+    parallel: String,
     /// Devices evaluations run on, one evaluation per device at a time: GPU indices as
     /// nvidia-smi numbers them (`0,1`) or UUIDs, `all`, `cpu` or `cpu:N` (N CPU kernels at
     /// once). Default: every visible GPU for GPU tasks (CUDA_VISIBLE_DEVICES is respected), one
@@ -69,9 +72,17 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     seed: Option<u64>,
     /// Where candidates are evaluated: `local` (this machine's devices) or `deferred` (recorded as
-    /// pending; `ksearch evaluate RUN_DIR` evaluates them, here or on another machine).
+    /// pending; `ksearch evaluate RUN_DIR` evaluates them, here or on another machine), or `ray`
+    /// (the nodes of a Ray cluster: --ray-address; docs/ray.md).
     #[arg(long, default_value = "local", value_name = "EXECUTOR")]
     executor: ExecutorKind,
+    /// The Ray cluster of `--executor ray` (`HOST:PORT` of its head, or `ray://HOST:10001`);
+    /// default: RAY_ADDRESS.
+    #[arg(long, value_name = "ADDR")]
+    ray_address: Option<String>,
+    /// The ksearch binary on the Ray nodes (the same version as this one).
+    #[arg(long, value_name = "PATH", default_value = "ksearch")]
+    ray_ksearch: String,
     /// The model behind an agent-mode run, as it should be credited (e.g. "claude-opus-4-5,
     /// agent mode via a coding agent"); recorded in the run and shown by `ksearch show`.
     #[arg(long, value_name = "TEXT")]
@@ -135,13 +146,33 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
             args.knob_share
         );
     }
-    if !(1..=256).contains(&args.parallel) {
-        bail!("--parallel {}: expected 1 to 256 requests at once", args.parallel);
-    }
     if let Some(d) = &args.devices {
         d.parse::<DeviceSpec>()?;
     }
+    let ray = match (
+        args.executor,
+        args.ray_address.clone().or_else(|| std::env::var("RAY_ADDRESS").ok()),
+    ) {
+        (ExecutorKind::Ray, Some(address)) => {
+            // A wrong address fails here, before a run directory is created.
+            check_address(&address)?;
+            Some(RaySettings {
+                address,
+                ksearch: args.ray_ksearch.clone(),
+            })
+        }
+        (ExecutorKind::Ray, None) => return Err(RayError::NoAddress.into()),
+        _ if args.ray_address.is_some() => bail!("--ray-address goes with --executor ray"),
+        _ => None,
+    };
     let task = Task::load(&args.task)?;
+    let parallel: u32 = match args.parallel.as_str() {
+        "auto" => auto_parallel(&task, args.executor, ray.as_ref(), args.devices.as_deref())?,
+        n => match n.parse::<u32>() {
+            Ok(n) if (1..=256).contains(&n) => n,
+            _ => bail!("--parallel {n}: expected 1 to 256 requests at once, or `auto`"),
+        },
+    };
     let llm_config = LlmConfig::load(Path::new("."))?;
     let brain = match args.brain.as_deref() {
         Some("agent") => BrainSpec::Agent,
@@ -182,9 +213,10 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
             strategy,
             knob_share: args.knob_share,
             context: args.context,
-            parallel: args.parallel,
+            parallel,
             devices: args.devices.clone(),
             executor: args.executor,
+            ray,
             brain_note: args.agent_model.clone(),
             profile: args.profile,
         },
@@ -197,8 +229,8 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
         eprintln!("run directory: {}", run_dir.display());
     } else {
         println!("run directory: {}", run_dir.display());
-        let at_once = if args.parallel > 1 {
-            format!(", up to {} requests at once", args.parallel)
+        let at_once = if parallel > 1 {
+            format!(", up to {parallel} requests at once")
         } else {
             String::new()
         };

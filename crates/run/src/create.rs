@@ -28,6 +28,8 @@ pub struct SearchSettings {
     pub devices: Option<String>,
     /// Where evaluations run (`--executor`).
     pub executor: ExecutorKind,
+    /// The cluster of `--executor ray`.
+    pub ray: Option<crate::executor::ray::RaySettings>,
     /// Who answers an agent-mode run (model, and how), recorded for `ksearch show`.
     pub brain_note: Option<String>,
     /// Profile every passing candidate with Nsight Compute, for the planner (`--profile`).
@@ -90,6 +92,9 @@ pub fn create_run(
     store.set_meta("run_seed", &json!(run_seed))?;
     store.set_meta("ksearch_version", &json!(env!("CARGO_PKG_VERSION")))?;
     store.set_meta("executor", &json!(settings.executor))?;
+    if let Some(ray) = &settings.ray {
+        store.set_meta("ray", &serde_json::to_value(ray)?)?;
+    }
     if settings.profile {
         store.set_meta("profile", &json!(true))?;
     }

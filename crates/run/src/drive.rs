@@ -104,9 +104,33 @@ pub fn drive(run: &OpenRun, llm_config: &LlmConfig, opts: &DriveOptions) -> anyh
     };
     let kind = opts.executor.unwrap_or(run.executor);
     let local;
+    let ray;
     let deferred = Deferred;
     let executor: &dyn Executor = match kind {
         ExecutorKind::Deferred => &deferred,
+        ExecutorKind::Ray => {
+            let settings: crate::executor::ray::RaySettings = serde_json::from_value(
+                store
+                    .meta("ray")?
+                    .context("a Ray run has no recorded cluster (`ray` in its metadata)")?,
+            )
+            .context("the run's recorded Ray cluster is unreadable")?;
+            let gpu = crate::executor::ray::wants_gpu(task);
+            ray = crate::driver::stop_on_error(
+                store,
+                crate::executor::ray::Ray::connect(&settings, task, gpu).map_err(anyhow::Error::from),
+            )?;
+            if !opts.quiet {
+                eprintln!(
+                    "ksearch: Ray cluster at {}: {} node(s), {} {} slot(s)",
+                    settings.address,
+                    ray.nodes().len(),
+                    ray.slots(),
+                    if gpu { "GPU" } else { "CPU" }
+                );
+            }
+            &ray
+        }
         ExecutorKind::Local => {
             if opts.require_device {
                 crate::driver::stop_on_error(store, require_device(&run.dir, task, devices.as_deref()))?;
@@ -177,6 +201,35 @@ pub fn drive(run: &OpenRun, llm_config: &LlmConfig, opts: &DriveOptions) -> anyh
         );
     }
     Ok(drove)
+}
+
+/// `--parallel auto`: as many requests at once as the executor runs evaluations at once: the
+/// Ray cluster's GPUs (GPU tasks) or CPUs (C tasks), found by connecting to it (which also
+/// checks the address and the nodes before the run is created); the local device pool's size.
+/// Capped at 256, the most a run serves at once.
+pub fn auto_parallel(
+    task: &Task,
+    kind: ExecutorKind,
+    ray: Option<&crate::executor::ray::RaySettings>,
+    devices: Option<&str>,
+) -> anyhow::Result<u32> {
+    let n = match (kind, ray) {
+        (ExecutorKind::Ray, Some(settings)) => {
+            let gpu = crate::executor::ray::wants_gpu(task);
+            let cluster = crate::executor::ray::Ray::connect(settings, task, gpu)?;
+            if cluster.slots() == 0 {
+                anyhow::bail!(
+                    "--parallel auto: the Ray cluster at {} has no {} to run evaluations on",
+                    settings.address,
+                    if gpu { "GPU" } else { "CPU" }
+                );
+            }
+            cluster.slots()
+        }
+        (ExecutorKind::Ray, None) => return Err(crate::executor::ray::RayError::NoAddress.into()),
+        (ExecutorKind::Local | ExecutorKind::Deferred, _) => device_pool(task, devices, true)?.size(),
+    };
+    Ok(n.clamp(1, 256) as u32)
 }
 
 /// Refuses when this machine cannot run the task's kernels where they must run: a CUDA or

@@ -8,8 +8,10 @@
 //! - [`Deferred`] evaluates nothing: the candidates stay pending in the run, and `ksearch
 //!   evaluate RUN_DIR` evaluates them later, on the machine it runs on (with [`Local`]).
 //!
-//! A cluster executor plugs in here: it ships the job to a node and blocks the driver's worker
-//! until the record comes back.
+//! - [`ray::Ray`] ships each job to a node of a Ray cluster and blocks the driver's worker
+//!   until the record comes back (docs/ray.md).
+
+pub mod ray;
 
 use ksearch_devices::{DeviceLocks, DevicePool};
 use ksearch_eval::{evaluate, EvalError, EvalOptions, Evaluation};
@@ -34,6 +36,34 @@ pub struct EvalJob {
 pub struct Leased {
     pub label: String,
     pub uuid: Option<String>,
+    /// The cluster node it ran on (remote executors); `None` here.
+    pub node: Option<NodeInfo>,
+}
+
+/// Where a remote evaluation ran: recorded in its record as `node`, so that a record says
+/// which machine, GPU model and driver produced its numbers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    #[serde(default)]
+    pub node_id: String,
+    #[serde(default)]
+    pub ip: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_uuid: Option<String>,
+    /// The node's `ksearch --version` (the start-up check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Tries it took (2: its first worker died and it was re-run once).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attempts: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// What an evaluation produced.
@@ -50,6 +80,7 @@ pub enum ExecutorKind {
     #[default]
     Local,
     Deferred,
+    Ray,
 }
 
 impl std::str::FromStr for ExecutorKind {
@@ -58,7 +89,10 @@ impl std::str::FromStr for ExecutorKind {
         match s {
             "local" => Ok(ExecutorKind::Local),
             "deferred" => Ok(ExecutorKind::Deferred),
-            other => Err(format!("unknown executor '{other}': expected `local` or `deferred`")),
+            "ray" => Ok(ExecutorKind::Ray),
+            other => Err(format!(
+                "unknown executor '{other}': expected `local`, `deferred` or `ray`"
+            )),
         }
     }
 }
@@ -68,6 +102,7 @@ impl std::fmt::Display for ExecutorKind {
         f.write_str(match self {
             ExecutorKind::Local => "local",
             ExecutorKind::Deferred => "deferred",
+            ExecutorKind::Ray => "ray",
         })
     }
 }
@@ -130,9 +165,20 @@ impl Executor for Local {
             device: Leased {
                 label: lease.label(),
                 uuid: lease.device().uuid.clone(),
+                node: None,
             },
             result,
         }
+    }
+}
+
+impl Executor for ray::Ray {
+    fn evaluates(&self) -> bool {
+        true
+    }
+
+    fn evaluate(&self, _task: &Task, job: EvalJob) -> EvalDone {
+        self.run(job)
     }
 }
 

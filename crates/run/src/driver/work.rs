@@ -139,6 +139,9 @@ impl Done {
                     if let Some(uuid) = device.uuid {
                         record["leased_device_uuid"] = serde_json::json!(uuid);
                     }
+                    if let Some(node) = &device.node {
+                        record["node"] = serde_json::json!(node);
+                    }
                     store.add_evaluation(&EvaluationRow {
                         id: None,
                         candidate_id,

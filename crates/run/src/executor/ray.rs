@@ -1,0 +1,412 @@
+//! Evaluations on a Ray cluster (`ksearch run --executor ray`, docs/ray.md).
+//!
+//! Mechanism: one Python client per drive (`ray_client.py`, shipped inside the binary and run
+//! as `python3 -c`) connects to the cluster and, per job it reads on its stdin, submits a Ray
+//! task (`num_gpus=1` for GPU tasks, `num_cpus=1` otherwise) that runs `ksearch eval --json` on
+//! its node, in a temp dir holding the task and the candidate (both travel inside the job). So
+//! every node needs the same ksearch binary (on PATH, or `--ray-ksearch PATH`); the client
+//! checks each alive node's version at start. The record that comes back is `ksearch eval
+//! --json`'s, read with the same [`Evaluation`] type as a local one.
+//!
+//! Faults: a Ray worker or node that dies mid-evaluation is re-run once by the client, then
+//! reported as lost: an infrastructure failure ([`EvalError::Setup`]), never the candidate's.
+//! A cluster that goes away fails every evaluation in flight the same way, naming `ksearch
+//! resume`.
+
+use super::{EvalDone, EvalJob, Leased, NodeInfo};
+use ksearch_eval::{CudaGraph, EvalError, Evaluation};
+use ksearch_spec::{Task, TaskOrigin};
+use serde::Deserialize;
+use serde_json::json;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const CLIENT: &str = include_str!("ray_client.py");
+
+/// How long the client may take to connect and check the nodes before the address is
+/// declared unreachable (a wrong address must fail fast, not hang the run).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Task files shipped with a job, at most (a task folder is small: definitions, workloads,
+/// a seed, a template); a bigger folder is refused rather than pushed through the cluster.
+const MAX_TASK_BYTES: usize = 16 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RayError {
+    #[error("--executor ray needs a cluster address: --ray-address ADDR or RAY_ADDRESS")]
+    NoAddress,
+    #[error("cannot start python3 for the Ray client: {0}")]
+    Spawn(std::io::Error),
+    #[error("Ray cluster at {address}: {why}")]
+    Connect { address: String, why: String },
+    #[error("cannot ship the task to the Ray cluster: {0}")]
+    Task(String),
+}
+
+/// Where the cluster is and what the nodes run; recorded in the run (`ray`) so that `resume`
+/// goes back to the same cluster.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
+pub struct RaySettings {
+    pub address: String,
+    /// The ksearch binary on the nodes (default `ksearch`, found on each node's PATH).
+    pub ksearch: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Ready {
+    nodes: Vec<NodeInfo>,
+    cpus: usize,
+    gpus: usize,
+}
+
+#[derive(Debug, Deserialize)]
+struct Hello {
+    ready: Option<Ready>,
+    fatal: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Reply {
+    id: u64,
+    #[serde(default)]
+    record: Option<serde_json::Value>,
+    #[serde(default)]
+    node: Option<NodeInfo>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    lost: Option<String>,
+    #[serde(default)]
+    cluster_lost: Option<String>,
+    #[serde(default)]
+    attempts: u32,
+}
+
+type Waiters = Arc<Mutex<HashMap<u64, Sender<Reply>>>>;
+
+/// Whether the task's evaluations take a GPU on the cluster (anything but a C kernel, as a
+/// local run's default devices say).
+pub fn wants_gpu(task: &Task) -> bool {
+    task.config.kernel.language != "c"
+}
+
+/// Evaluations on a Ray cluster, through one client process.
+pub struct Ray {
+    address: String,
+    stdin: Mutex<ChildStdin>,
+    child: Mutex<Child>,
+    waiters: Waiters,
+    next: AtomicU64,
+    gpu: bool,
+    nodes: Vec<NodeInfo>,
+    slots: usize,
+    task: serde_json::Value,
+}
+
+/// Fails fast on an address nothing listens at: a plain `HOST:PORT` (the head's GCS port) is
+/// tried over TCP for a few seconds, where `ray.init` would retry for a minute. `ray://` and
+/// `auto` addresses are left to Ray.
+pub fn check_address(address: &str) -> Result<(), RayError> {
+    use std::net::{TcpStream, ToSocketAddrs};
+    if address.contains("://") || address == "auto" || address == "local" {
+        return Ok(());
+    }
+    let unreachable = |why: String| RayError::Connect {
+        address: address.to_string(),
+        why,
+    };
+    let addrs: Vec<_> = address
+        .to_socket_addrs()
+        .map_err(|e| unreachable(format!("not a HOST:PORT address ({e})")))?
+        .collect();
+    let mut last = String::from("the name resolves to no address");
+    for a in addrs {
+        match TcpStream::connect_timeout(&a, Duration::from_secs(5)) {
+            Ok(_) => return Ok(()),
+            Err(e) => last = format!("nothing answers at {a}: {e}"),
+        }
+    }
+    Err(unreachable(last))
+}
+
+impl Ray {
+    /// Connects to the cluster and checks that every alive node runs this ksearch; a wrong
+    /// address or a node that cannot run it fails here, before anything is evaluated.
+    pub fn connect(settings: &RaySettings, task: &Task, gpu: bool) -> Result<Ray, RayError> {
+        check_address(&settings.address)?;
+        let version = format!("ksearch {}", env!("CARGO_PKG_VERSION"));
+        let task_json = task_payload(task)?;
+        let mut child = Command::new(std::env::var("KSEARCH_PYTHON").unwrap_or_else(|_| "python3".into()))
+            .arg("-c")
+            .arg(CLIENT)
+            .args([&settings.address, &settings.ksearch, &version])
+            .env("RAY_ADDRESS", &settings.address)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(RayError::Spawn)?;
+        let connect = |why: String| RayError::Connect {
+            address: settings.address.clone(),
+            why,
+        };
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            return Err(connect("the client's pipes are missing".into()));
+        };
+        let mut lines = BufReader::new(stdout).lines();
+        let (tx, rx) = channel();
+        // The first line, read on a thread so that a client stuck connecting can be timed out.
+        let first = std::thread::spawn(move || {
+            let line = lines.next();
+            let _ = tx.send(line);
+            lines
+        });
+        let hello = match rx.recv_timeout(CONNECT_TIMEOUT) {
+            Ok(Some(Ok(line))) => serde_json::from_str::<Hello>(&line).map_err(|e| connect(format!("{e}: {line}"))),
+            Ok(_) => Err(connect("the Ray client exited without connecting".into())),
+            Err(_) => Err(connect(format!("no answer within {}s", CONNECT_TIMEOUT.as_secs()))),
+        };
+        let ready = match hello {
+            Ok(Hello { ready: Some(r), .. }) => r,
+            Ok(Hello { fatal, .. }) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(connect(fatal.unwrap_or_else(|| "the client said nothing".into())));
+            }
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
+        let lines = first.join().map_err(|_| connect("the client reader crashed".into()))?;
+        let waiters: Waiters = Arc::default();
+        let reader_waiters = waiters.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let Ok(reply) = serde_json::from_str::<Reply>(&line) else {
+                    continue;
+                };
+                let waiter = reader_waiters.lock().ok().and_then(|mut w| w.remove(&reply.id));
+                if let Some(w) = waiter {
+                    let _ = w.send(reply);
+                }
+            }
+            // The client is gone (the cluster went away and took it along, or it crashed):
+            // everyone still waiting hears so, dropping their senders.
+            if let Ok(mut w) = reader_waiters.lock() {
+                w.clear();
+            }
+        });
+        let slots = if gpu { ready.gpus } else { ready.cpus };
+        Ok(Ray {
+            address: settings.address.clone(),
+            stdin: Mutex::new(stdin),
+            child: Mutex::new(child),
+            waiters,
+            next: AtomicU64::new(0),
+            gpu,
+            nodes: ready.nodes,
+            slots,
+            task: task_json,
+        })
+    }
+
+    /// Evaluations the cluster can run at once: its GPUs for GPU tasks, its CPUs otherwise.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    pub fn nodes(&self) -> &[NodeInfo] {
+        &self.nodes
+    }
+
+    fn lost_cluster(&self, why: &str) -> EvalError {
+        EvalError::Setup(format!(
+            "the Ray cluster at {} is gone ({why}); once it is back, `ksearch resume RUN_DIR` continues the run",
+            self.address
+        ))
+    }
+
+    pub(crate) fn run(&self, job: EvalJob) -> EvalDone {
+        let id = self.next.fetch_add(1, Ordering::SeqCst);
+        let (tx, rx) = channel();
+        let fail = |e: EvalError| EvalDone {
+            device: Leased::default(),
+            result: Err(e),
+        };
+        match self.waiters.lock() {
+            Ok(mut w) => {
+                w.insert(id, tx);
+            }
+            Err(_) => {
+                return fail(EvalError::Setup(
+                    "internal: the Ray executor's state is poisoned".into(),
+                ))
+            }
+        }
+        let mut line = json!({
+            "id": id,
+            "gpu": self.gpu,
+            "solution": job.solution,
+            "args": eval_args(&job.opts),
+        });
+        for (k, v) in self.task.as_object().into_iter().flatten() {
+            line[k] = v.clone();
+        }
+        let sent = match self.stdin.lock() {
+            Ok(mut stdin) => writeln!(stdin, "{line}").and_then(|_| stdin.flush()).is_ok(),
+            Err(_) => false,
+        };
+        if !sent {
+            return fail(self.lost_cluster("the Ray client no longer takes jobs"));
+        }
+        let Ok(reply) = rx.recv() else {
+            return fail(self.lost_cluster("the Ray client exited"));
+        };
+        if let Some(why) = reply.cluster_lost {
+            return fail(self.lost_cluster(&why));
+        }
+        if let Some(why) = reply.lost {
+            return fail(EvalError::Setup(format!(
+                "the Ray worker evaluating it died {} times ({why}); the candidate was not judged",
+                reply.attempts
+            )));
+        }
+        let node = reply.node.unwrap_or_default();
+        let device = Leased {
+            label: match &node.gpu {
+                Some(gpu) => format!("ray:{}:{gpu}", node.ip),
+                None => format!("ray:{}:cpu", node.ip),
+            },
+            uuid: node.gpu_uuid.clone(),
+            node: Some(NodeInfo {
+                attempts: reply.attempts,
+                ..node
+            }),
+        };
+        let result = match reply.record {
+            Some(v) => serde_json::from_value::<Evaluation>(v)
+                .map_err(|e| EvalError::Setup(format!("the node's `ksearch eval --json` record is unreadable: {e}"))),
+            None => Err(EvalError::Setup(
+                reply.error.unwrap_or_else(|| "the node returned no record".into()),
+            )),
+        };
+        EvalDone { device, result }
+    }
+}
+
+impl Drop for Ray {
+    fn drop(&mut self) {
+        if let Ok(mut child) = self.child.lock() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The task as a job names it: a built-in by name (every node's ksearch has it, being the same
+/// version), a folder by its files.
+fn task_payload(task: &Task) -> Result<serde_json::Value, RayError> {
+    match &task.origin {
+        TaskOrigin::Builtin(name) => Ok(json!({"task": name, "files": null})),
+        TaskOrigin::Folder(dir) => {
+            let mut files = serde_json::Map::new();
+            let mut total = 0usize;
+            collect(dir, dir, &mut files, &mut total)?;
+            Ok(json!({"task": null, "files": files}))
+        }
+    }
+}
+
+fn collect(
+    root: &std::path::Path,
+    dir: &std::path::Path,
+    files: &mut serde_json::Map<String, serde_json::Value>,
+    total: &mut usize,
+) -> Result<(), RayError> {
+    let err = |p: &std::path::Path, e: std::io::Error| RayError::Task(format!("{}: {e}", p.display()));
+    for entry in std::fs::read_dir(dir).map_err(|e| err(dir, e))? {
+        let path = entry.map_err(|e| err(dir, e))?.path();
+        if path.is_dir() {
+            collect(root, &path, files, total)?;
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).map_err(|e| err(&path, e))?;
+        *total += text.len();
+        if *total > MAX_TASK_BYTES {
+            return Err(RayError::Task(format!(
+                "{} holds more than {} MiB",
+                root.display(),
+                MAX_TASK_BYTES >> 20
+            )));
+        }
+        let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().into_owned();
+        files.insert(rel, json!(text));
+    }
+    Ok(())
+}
+
+/// `ksearch eval` flags for the job's options (the device is Ray's: it narrows a GPU task to
+/// the GPU it granted, which the node's ksearch sees as cuda:0).
+fn eval_args(opts: &ksearch_eval::EvalOptions) -> Vec<String> {
+    let mut args = vec!["--seed".to_string(), opts.seed.to_string()];
+    if let Some(t) = opts.trials {
+        args.extend(["--trials".into(), t.to_string()]);
+    }
+    if let Some(t) = opts.timeout {
+        args.extend(["--timeout".into(), t.as_secs_f64().to_string()]);
+    }
+    if let Some(m) = opts.memory_bytes {
+        args.extend(["--memory-limit".into(), (m >> 20).to_string()]);
+    }
+    if opts.fail_fast {
+        args.push("--fail-fast".into());
+    }
+    if opts.sanitize {
+        args.push("--sanitize".into());
+    }
+    if let Some(a) = &opts.arch {
+        args.extend(["--arch".into(), a.clone()]);
+    }
+    let graph = match opts.cuda_graph {
+        CudaGraph::Auto => "auto",
+        CudaGraph::On => "on",
+        CudaGraph::Off => "off",
+    };
+    args.extend(["--cuda-graph".into(), graph.into()]);
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eval_flags_carry_the_options_that_change_a_record() {
+        let mut opts = ksearch_eval::EvalOptions::new(7);
+        opts.trials = Some(2);
+        opts.memory_bytes = Some(4096 << 20);
+        opts.fail_fast = true;
+        let args = eval_args(&opts).join(" ");
+        assert_eq!(
+            args,
+            "--seed 7 --trials 2 --memory-limit 4096 --fail-fast --cuda-graph auto"
+        );
+    }
+
+    #[test]
+    fn a_reply_from_the_client_reads() {
+        let r: Reply = serde_json::from_str(r#"{"id": 3, "lost": "WorkerCrashedError: x", "attempts": 2}"#).unwrap();
+        assert_eq!(
+            (r.id, r.attempts, r.lost.as_deref()),
+            (3, 2, Some("WorkerCrashedError: x"))
+        );
+    }
+}
