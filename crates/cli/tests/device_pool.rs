@@ -163,6 +163,10 @@ fn run_env(dir: &Path, bin: &Path, mark: &str) -> Vec<(&'static str, String)> {
         ("KSEARCH_DEVICE_LOCK_DIR", dir.join("locks").display().to_string()),
         ("FAKE_LOG", dir.join("log").display().to_string()),
         ("MARK", mark.to_string()),
+        // The fake interpreter stands in for the harness process that a fresh evaluation
+        // starts (`python -m ksearch_harness`); the warm server (on for GPU backends) would run
+        // the real harness in its forked children instead, out of the fake's sight.
+        ("KSEARCH_WARM", "0".to_string()),
     ]
 }
 
