@@ -43,6 +43,19 @@ def require_nvcc(test):
     return found
 
 
+HOPPER_ONLY = r"""
+#include <cuda_runtime.h>
+__global__ void hopper_only(float *x) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    x[threadIdx.x] = 1.0f;
+}
+extern "C" void fence(float *x) { hopper_only<<<1, 128>>>(x); }
+"""
+
+
 def candidate(source=KERNEL, entry="kernel.cu::scale", extra=(), cache_dir=None, more=()):
     return {"language": "cuda", "sources": [{"path": "kernel.cu", "content": source}, *more],
             "entry_point": entry, "destination_passing_style": True,
@@ -68,7 +81,8 @@ class Build(unittest.TestCase):
         backend, result = self.build(candidate(more=[{"path": "factor.h", "content": HEADER}]))
         self.assertTrue(result["ok"], result["log"])
         command = result["command"]
-        self.assertIn("-arch=sm_90a", command)
+        self.assertIn("arch=compute_90a,code=[sm_90a,compute_90a]", command)
+        self.assertNotIn("-arch=sm_90a", command)
         for flag in ("-O3", "-shared", "-lineinfo"):
             self.assertIn(flag, command)
         # One compile per .cu (the header is not compiled), the imports checked, then one link.
@@ -86,6 +100,14 @@ class Build(unittest.TestCase):
         self.assertEqual(kernel["spill_store_bytes"], 0)
         self.assertIn("release", backend.compiler)
         self.assertIn("Compiling entry function", result["log"])  # ptxas -v is in the log
+
+    def test_hopper_only_instructions_build_for_sm_90a(self):
+        # wgmma and setmaxnreg exist only in the arch-specific target: with `-arch=sm_90a` nvcc
+        # also made portable compute_90 PTX, and ptxas refused them there ("not supported on
+        # .target 'sm_90'"), so no wgmma kernel could be built.
+        result = self.build(candidate(source=HOPPER_ONLY, entry="kernel.cu::fence"))[1]
+        self.assertTrue(result["ok"], result["log"])
+        self.assertNotIn("compute_90.ptx", result["log"])
 
     def test_the_library_exports_the_extern_c_entry(self):
         backend, result = self.build(candidate())

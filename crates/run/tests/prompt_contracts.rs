@@ -84,7 +84,7 @@ fn markers(language: &str, task: &Task) -> Vec<String> {
             "an `extern \"C\"` host function".into(),
             "device pointers".into(),
             "default stream".into(),
-            "nvcc -O3 -arch=sm_90a -Xcompiler -fPIC -Xptxas -v -lineinfo".into(),
+            "nvcc -O3 -gencode arch=compute_90a,code=[sm_90a,compute_90a] -Xcompiler -fPIC -Xptxas -v -lineinfo".into(),
             "-shared -Xlinker -z,defs".into(),
             "(sm_90a), one GPU; every pointer is device memory".into(),
         ],

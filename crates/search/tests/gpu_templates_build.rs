@@ -116,7 +116,8 @@ fn cuda_templates_render_everywhere_and_a_sample_builds_for_sm_90a() {
             let out = Command::new(nvcc)
                 .args([
                     "-O3",
-                    "-arch=sm_90a",
+                    "-gencode",
+                    "arch=compute_90a,code=[sm_90a,compute_90a]",
                     "-Xcompiler",
                     "-fPIC",
                     "-Xptxas",

@@ -6,8 +6,8 @@
 //! `const`; scalars by value), then outputs (non-const pointers), then every var axis as
 //! `int64_t`. It needs no compiler and always runs.
 //!
-//! The compile check runs nvcc (`-O3 -arch=sm_90a -Xptxas -v -c`, the backend's flags except
-//! that it stops at an object file) and, where `nm` exists, checks that the entry symbol is
+//! The compile check runs nvcc (`-O3 -gencode arch=compute_90a,code=[sm_90a,compute_90a]
+//! -Xptxas -v -c`, the backend's flags except that it stops at an object file) and, where `nm` exists, checks that the entry symbol is
 //! exported unmangled. nvcc is looked up as the harness does: $KSEARCH_NVCC, $CUDA_HOME/bin,
 //! $CUDA_PATH/bin, PATH, /usr/local/cuda/bin, then the pip wheel (nvidia/*/bin/nvcc) on
 //! python3's sys.path. Without nvcc the compile check is skipped with a printed reason, unless
@@ -353,7 +353,15 @@ fn every_cuda_seed_compiles_for_sm_90a() {
         let object = dir.path().join(format!("{name}.o"));
         std::fs::write(&source, &seed.content).unwrap();
         let out = Command::new(&nvcc)
-            .args(["-O3", "-arch=sm_90a", "-Xptxas", "-v", "-c", "-o"])
+            .args([
+                "-O3",
+                "-gencode",
+                "arch=compute_90a,code=[sm_90a,compute_90a]",
+                "-Xptxas",
+                "-v",
+                "-c",
+                "-o",
+            ])
             .arg(&object)
             .arg(&source)
             .output()

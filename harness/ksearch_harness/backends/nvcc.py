@@ -1,8 +1,12 @@
 """nvcc: finding it, compiling a candidate to a shared library, and the build cache.
 
 Commands (docs/protocol.md, Backend cuda), one compile per source, then one link:
-    nvcc -O3 -arch=ARCH -Xcompiler -fPIC -Xptxas -v -lineinfo EXTRA -c -o ../objects/N.o FILE.cu
-    nvcc -arch=ARCH -Xcompiler -fPIC -shared -Xlinker -z,defs EXTRA -o candidate.so ../objects/*.o
+    nvcc -O3 TARGET -Xcompiler -fPIC -Xptxas -v -lineinfo EXTRA -c -o ../objects/N.o FILE.cu
+    nvcc TARGET -Xcompiler -fPIC -shared -Xlinker -z,defs EXTRA -o candidate.so ../objects/*.o
+TARGET is `-arch=sm_XY` for a plain arch, and for an arch-specific one (sm_90a, sm_100a:
+`target_flags`) `-gencode arch=compute_XYa,code=[sm_XYa,compute_XYa]`: nvcc 13 expands
+`-arch=sm_90a` to code for sm_90a *and* portable compute_90 PTX, and the portable PTX cannot hold
+Hopper's wgmma or setmaxnreg, so every kernel that uses them failed to build.
 `-Xptxas -v` makes ptxas report each kernel's registers, spills and shared memory (ptxas.py);
 `-lineinfo` lets compute-sanitizer name source lines and changes no generated code. The CUDA
 runtime is linked statically (nvcc's default), so the library needs no libcudart at run time.
@@ -33,7 +37,7 @@ from . import imports, sources
 FLAGS = ["-O3", "-Xcompiler", "-fPIC", "-Xptxas", "-v", "-lineinfo"]
 # Beside the sources' folder, not in it: a candidate may name a file `objects`.
 OBJECTS = os.path.join("..", "objects")
-CACHE_FORMAT = 2  # part of the key: bump when what a build produces changes
+CACHE_FORMAT = 3  # part of the key: bump when what a build produces changes
 
 
 def find():
@@ -74,14 +78,23 @@ def version(nvcc):
     return text, release or (text.splitlines()[-1] if text else None)
 
 
+def target_flags(arch):
+    """nvcc's flags for the code of `arch`: the arch-specific targets (a trailing `a` or `f`,
+    sm_90a, sm_100a) name their virtual arch too, so no portable PTX is generated beside them."""
+    if arch[-1:] in ("a", "f") and arch.startswith("sm_"):
+        virtual = "compute_" + arch[len("sm_"):]
+        return ["-gencode", f"arch={virtual},code=[{arch},{virtual}]"]
+    return [f"-arch={arch}"]
+
+
 def compile_command(nvcc, arch, extra, cu_file, obj):
-    return [nvcc] + FLAGS[:1] + [f"-arch={arch}"] + FLAGS[1:] + extra + ["-c", "-o", obj, cu_file]
+    return [nvcc] + FLAGS[:1] + target_flags(arch) + FLAGS[1:] + extra + ["-c", "-o", obj, cu_file]
 
 
 def link_command(nvcc, arch, extra, objects):
     # -z defs: every symbol the library uses must come from what it is linked with (the C and
     # C++ runtimes, the static CUDA runtime, -l flags), not from whatever process loads it.
-    return [nvcc, f"-arch={arch}", "-Xcompiler", "-fPIC", "-shared", "-Xlinker", "-z,defs"] + \
+    return [nvcc] + target_flags(arch) + ["-Xcompiler", "-fPIC", "-shared", "-Xlinker", "-z,defs"] + \
         extra + ["-o", sources.LIBRARY] + objects
 
 

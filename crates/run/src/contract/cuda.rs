@@ -5,10 +5,10 @@ use super::c::signature_with;
 use super::{entry, file, gpu_name, writes, BackendContract, Setting};
 use ksearch_spec::{DType, Task};
 
-/// nvcc's flags for each source, with `-arch=ARCH` after the first (nvcc.py's `FLAGS` and
-/// `compile_command`; a test keeps them equal).
+/// nvcc's flags for each source, with the target's flags ([`target_flags`]) after the first
+/// (nvcc.py's `FLAGS` and `compile_command`; a test keeps them equal).
 pub const COMPILE_FLAGS: &[&str] = &["-O3", "-Xcompiler", "-fPIC", "-Xptxas", "-v", "-lineinfo"];
-/// nvcc's flags for the link, after `-arch=ARCH` (nvcc.py's `link_command`).
+/// nvcc's flags for the link, after the target's flags (nvcc.py's `link_command`).
 pub const LINK_FLAGS: &[&str] = &["-Xcompiler", "-fPIC", "-shared", "-Xlinker", "-z,defs"];
 
 /// The CUDA type of an element of `dtype` as the harness hands it over.
@@ -35,16 +35,25 @@ pub fn signature(task: &Task) -> String {
     format!("extern \"C\" {}", signature_with(task, cuda_type))
 }
 
+/// nvcc's target flags for `arch` (nvcc.py's `target_flags`): `-arch=sm_XY`, or for an
+/// arch-specific target (sm_90a, sm_100a, sm_100f) `-gencode` naming its virtual arch too, since
+/// `-arch=sm_90a` would also emit portable compute_90 PTX, which cannot hold wgmma.
+pub fn target_flags(arch: &str) -> String {
+    match arch.strip_prefix("sm_") {
+        Some(number) if number.ends_with('a') || number.ends_with('f') => {
+            format!("-gencode arch=compute_{number},code=[{arch},compute_{number}]")
+        }
+        _ => format!("-arch={arch}"),
+    }
+}
+
 /// The two nvcc commands for `arch`.
 pub fn commands(arch: &str) -> (String, String) {
     let (first, rest) = COMPILE_FLAGS.split_at(1);
+    let target = target_flags(arch);
     (
-        format!(
-            "nvcc {} -arch={arch} {} -c -o N.o FILE.cu",
-            first.join(" "),
-            rest.join(" ")
-        ),
-        format!("nvcc -arch={arch} {} -o candidate.so *.o", LINK_FLAGS.join(" ")),
+        format!("nvcc {} {target} {} -c -o N.o FILE.cu", first.join(" "), rest.join(" ")),
+        format!("nvcc {target} {} -o candidate.so *.o", LINK_FLAGS.join(" ")),
     )
 }
 
@@ -91,22 +100,35 @@ mod tests {
     fn the_prompts_nvcc_commands_are_the_harnesss() {
         let nvcc = include_str!("../../../../harness/ksearch_harness/backends/nvcc.py");
         assert_eq!(python_list(nvcc, "FLAGS"), COMPILE_FLAGS);
-        // -arch goes after the first flag, and the link's flags are these.
+        // The target goes after the first flag, and the link's flags are these.
         assert!(nvcc
-            .contains("[nvcc] + FLAGS[:1] + [f\"-arch={arch}\"] + FLAGS[1:] + extra + [\"-c\", \"-o\", obj, cu_file]"));
+            .contains("[nvcc] + FLAGS[:1] + target_flags(arch) + FLAGS[1:] + extra + [\"-c\", \"-o\", obj, cu_file]"));
         let link: Vec<String> = LINK_FLAGS.iter().map(|f| format!("\"{f}\"")).collect();
         assert!(
-            nvcc.contains(&format!("return [nvcc, f\"-arch={{arch}}\", {}]", link.join(", "))),
+            nvcc.contains(&format!("return [nvcc] + target_flags(arch) + [{}]", link.join(", "))),
             "nvcc.py's link command changed"
         );
+        // nvcc.py's target_flags, in the same two shapes.
+        assert!(nvcc.contains("return [\"-gencode\", f\"arch={virtual},code=[{arch},{virtual}]\"]"));
+        assert!(nvcc.contains("return [f\"-arch={arch}\"]"));
         let (compile, link) = commands("sm_90a");
         assert_eq!(
             compile,
-            "nvcc -O3 -arch=sm_90a -Xcompiler -fPIC -Xptxas -v -lineinfo -c -o N.o FILE.cu"
+            "nvcc -O3 -gencode arch=compute_90a,code=[sm_90a,compute_90a] -Xcompiler -fPIC -Xptxas -v -lineinfo -c -o \
+             N.o FILE.cu"
         );
         assert_eq!(
             link,
-            "nvcc -arch=sm_90a -Xcompiler -fPIC -shared -Xlinker -z,defs -o candidate.so *.o"
+            "nvcc -gencode arch=compute_90a,code=[sm_90a,compute_90a] -Xcompiler -fPIC -shared -Xlinker -z,defs -o \
+             candidate.so *.o"
+        );
+        assert_eq!(
+            commands("sm_89").0,
+            "nvcc -O3 -arch=sm_89 -Xcompiler -fPIC -Xptxas -v -lineinfo -c -o N.o FILE.cu"
+        );
+        assert_eq!(
+            target_flags("sm_100f"),
+            "-gencode arch=compute_100f,code=[sm_100f,compute_100f]"
         );
     }
 
