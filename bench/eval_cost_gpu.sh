@@ -19,20 +19,26 @@
 #   --no-baseline  no evaluation of rmsnorm_llm's torch_rms_norm baseline
 #   --only A,B     evaluate only these tasks (default: all five)
 #   --warm N       per task, also N evaluations in ONE ksearch process (`ksearch eval --repeat
-#                  N`) with the warm harness server (KSEARCH_WARM=1) and 2 with fresh processes
-#                  (KSEARCH_WARM=0): the first (cold) one's wall and startup seconds against the
+#                  N`) in each of --warm-modes: auto (KSEARCH_WARM unset: the first evaluation
+#                  in a fresh process while the warm server starts, the later ones on it), warm
+#                  (KSEARCH_WARM=1: the first waits for the server) and fresh (KSEARCH_WARM=0, 2
+#                  evaluations): the first (cold) one's wall and startup seconds against the
 #                  later ones' (default 4; the table "Warm server"). The N share one empty
-#                  ksearch cache, so later ones hit the build cache in both modes alike: compare
-#                  warm with fresh on the later evaluations, and startup above all
+#                  build cache, so later ones hit it in every mode alike: compare the modes on
+#                  the later evaluations, and startup above all
+#   --warm-modes L modes of --warm, comma-separated (default auto,fresh)
 #   --no-warm      skip that
-# Every evaluation gets an empty ksearch cache (KSEARCH_CACHE_DIR), so the seed is compiled as
-# a new candidate would be; one untimed evaluation first warms the OS's file cache (torch's
+# Every evaluation gets an empty ksearch build cache (KSEARCH_CACHE_DIR), so the seed is compiled
+# as a new candidate would be; ksearch's bytecode cache (python-bytecode/, used where the
+# interpreter has no bytecode of torch beside its sources) is shared by all and primed by the
+# warm-up, as it is on a machine where ksearch ran once; one untimed evaluation first warms the OS's file cache (torch's
 # libraries), as in a search where evaluations follow each other. Needs: python3 with torch,
 # nvcc, ncu (unless --no-ncu) on PATH or in /usr/local/cuda/bin.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath "$1"); shift
 LABEL=run; HARNESS=""; TASKS=""; JSON=""; KEEP=""; NCU=1; WARMUP=1; BASELINE=1; WARM=4
+WARM_MODES="auto fresh"
 ONLY="mamba_scan,attention_prefill,gqa_paged_decode,rmsnorm_llm,softmax_llm"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -47,6 +53,7 @@ while [ $# -gt 0 ]; do
     --only) ONLY=$2; shift 2;;
     --warm) WARM=$2; shift 2;;
     --no-warm) WARM=0; shift;;
+    --warm-modes) WARM_MODES=${2//,/ }; shift 2;;
     *) echo "unknown argument $1" >&2; exit 2;;
   esac
 done
@@ -67,6 +74,7 @@ task_arg() { if [ -n "$TASKS" ]; then echo "$TASKS/$1"; else echo "$1"; fi; }
 evaluate() {  # evaluate NAME TASK [extra args]: WORK/NAME.json and WORK/NAME.wall
   local name=$1 task=$2; shift 2
   local cache="$WORK/cache-$name"; rm -rf "$cache"; mkdir -p "$cache"
+  ln -s "$WORK/python-bytecode" "$cache/python-bytecode"   # shared: see above
   local t0 t1
   t0=$(date +%s%N)
   KSEARCH_CACHE_DIR="$cache" "$BIN" eval "$(task_arg "$task")" "$@" --json --seed 1 \
@@ -75,7 +83,10 @@ evaluate() {  # evaluate NAME TASK [extra args]: WORK/NAME.json and WORK/NAME.wa
   echo $(( (t1 - t0) / 1000000 )) > "$WORK/$name.wall_ms"
 }
 
-[ "$WARMUP" = 1 ] && evaluate warmup softmax_llm   # not measured: the OS's file cache
+mkdir -p "$WORK/python-bytecode"
+# Not measured: the OS's file cache, and ksearch's bytecode cache where the interpreter has none
+# of its own (two evaluations in one process, so the warm server that writes it gets ready).
+[ "$WARMUP" = 1 ] && evaluate warmup softmax_llm --repeat 2
 for task in ${ONLY//,/ }; do
   evaluate "$task" "$task"
 done
@@ -84,9 +95,11 @@ done
 repeat() {  # repeat NAME TASK MODE N: WORK/NAME.jsonl, one JSON line per evaluation
   local name=$1 task=$2 mode=$3 n=$4
   local cache="$WORK/cache-$name"; rm -rf "$cache"; mkdir -p "$cache"
+  ln -s "$WORK/python-bytecode" "$cache/python-bytecode"
   local t0 t1
   t0=$(date +%s%N)
-  KSEARCH_WARM=$mode KSEARCH_CACHE_DIR="$cache" timeout 590 "$BIN" eval "$(task_arg "$task")" \
+  if [ "$mode" = auto ]; then unset KSEARCH_WARM; else export KSEARCH_WARM=$mode; fi
+  KSEARCH_CACHE_DIR="$cache" timeout 590 "$BIN" eval "$(task_arg "$task")" \
     --json --seed 1 --repeat "$n" > "$WORK/$name.jsonl" 2> "$WORK/$name.log"
   echo "rc $?" >> "$WORK/$name.log"
   t1=$(date +%s%N)
@@ -94,8 +107,13 @@ repeat() {  # repeat NAME TASK MODE N: WORK/NAME.jsonl, one JSON line per evalua
 }
 if [ "$WARM" -gt 0 ] 2>/dev/null; then
   for task in ${ONLY//,/ }; do
-    repeat "warm-$task" "$task" 1 "$WARM"
-    repeat "fresh-$task" "$task" 0 2
+    for m in $WARM_MODES; do
+      case $m in
+        auto) repeat "auto-$task" "$task" auto "$WARM";;
+        warm) repeat "warm-$task" "$task" 1 "$WARM";;
+        fresh) repeat "fresh-$task" "$task" 0 2;;
+      esac
+    done
   done
 fi
 
@@ -103,8 +121,8 @@ if [ "$NCU" = 1 ]; then
   # The seeds built as the harness builds them, called by a small driver under ncu.
   for task in rmsnorm_llm softmax_llm; do
     src=$(task_arg "$task"); [ -d "$src" ] || src=tasks/$task
-    nvcc -O3 -arch=sm_90a -Xcompiler -fPIC -lineinfo -c -o "$WORK/$task.o" "$src/seed.cu" &&
-      nvcc -arch=sm_90a -Xcompiler -fPIC -shared -o "$WORK/$task.so" "$WORK/$task.o" ||
+    nvcc -O3 -gencode 'arch=compute_90a,code=[sm_90a,compute_90a]' -Xcompiler -fPIC -lineinfo -c -o "$WORK/$task.o" "$src/seed.cu" &&
+      nvcc -gencode 'arch=compute_90a,code=[sm_90a,compute_90a]' -Xcompiler -fPIC -shared -o "$WORK/$task.so" "$WORK/$task.o" ||
       echo "nvcc failed for $task" >&2
   done
   cat > "$WORK/ncu_driver.py" <<'PY'
@@ -257,7 +275,7 @@ print("| task | mode | n | statuses | fell back | first wall s | later wall s | 
       "| later startup s | later stages (" + ", ".join(stages[1:]) + ") | process s |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 for task in only:
-    for mode in ("warm", "fresh"):
+    for mode in ("auto", "warm", "fresh"):
         name = f"{mode}-{task}"
         path = os.path.join(work, f"{name}.jsonl")
         if not os.path.exists(path):
@@ -280,7 +298,9 @@ for task in only:
         st = [r.get("stage_seconds") or {} for r in recs]
         med = lambda xs: statistics.median(xs) if xs else float("nan")
         later_stage = {k: med([s.get(k, 0.0) for s in st[1:]]) for k in stages}
-        fell = sum("fresh process" in (r.get("log") or "") for r in recs)
+        # A fresh process while the server starts (mode auto's first) is not a fall-back.
+        fell = sum("fresh process" in (r.get("log") or "")
+                   and "warm server is starting" not in (r.get("log") or "") for r in recs)
         statuses = ",".join(sorted({r.get("status", "?") for r in recs}))
         rows[name] = {"n": len(recs), "statuses": statuses, "fell_back": fell,
                       "walls_s": [round(w, 3) for w in walls],

@@ -9,3 +9,8 @@ repository root: python3 -m unittest discover -s harness/tests -t harness
 """
 
 __version__ = "0.2.0"
+
+# Before anything imports NumPy or torch: where their bytecode comes from (bytecode.py).
+from . import bytecode as _bytecode  # noqa: E402
+
+_bytecode.choose()

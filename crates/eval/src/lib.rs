@@ -88,6 +88,12 @@ pub struct EvalOptions {
     pub cuda_graph: CudaGraph,
     /// Where the cuda backend caches builds; `None` disables the cache.
     pub build_cache: Option<PathBuf>,
+    /// A bytecode cache for the harness's interpreter (`KSEARCH_BYTECODE_CACHE`), used only when
+    /// torch (else NumPy) has no compiled bytecode beside its sources (a read-only or pip
+    /// `--no-compile` install): then every fresh process compiles torch from source again, about
+    /// 3 s of each evaluation's start on the H200 machine. Written only by the warm server,
+    /// which runs no candidate or harness code (warm.rs, bytecode.py). `None`: not used.
+    pub bytecode_cache: Option<PathBuf>,
     /// The solution is the task author's own (a `[[baselines]]` entry of task.toml): the static
     /// checks, which exist to stop candidates from calling the framework's op, are skipped.
     /// Everything else (supervision, checks against the reference, timing) is the same.
@@ -117,6 +123,7 @@ impl EvalOptions {
             arch: None,
             cuda_graph: CudaGraph::Auto,
             build_cache: Some(harness::cache_dir().join("cuda-build")),
+            bytecode_cache: Some(harness::cache_dir().join("python-bytecode")),
             env: Vec::new(),
             build_only: false,
             trusted: false,
@@ -252,6 +259,9 @@ pub fn evaluate(
             // The candidate pays its own wake-up cost at its next region.
             ("OMP_WAIT_POLICY", std::ffi::OsStr::new("passive")),
         ];
+        if let Some(dir) = &opts.bytecode_cache {
+            env.push(("KSEARCH_BYTECODE_CACHE", dir.as_os_str()));
+        }
         for (key, value) in &opts.env {
             env.push((key.as_str(), std::ffi::OsStr::new(value.as_str())));
         }
@@ -283,10 +293,14 @@ pub fn evaluate(
             Ok::<_, EvalError>(outcome)
         };
         // The sanitizer wraps the interpreter in its own program: always a fresh process.
-        let outcome = if sanitizer.is_none() && warm::wanted(&backend) {
-            match warm::run(
-                python,
-                warm::preload(&backend),
+        let cold = warm::mode(&backend).filter(|_| sanitizer.is_none());
+        let outcome = match cold {
+            Some(cold) => match warm::run(
+                warm::Wanted {
+                    python,
+                    modules: warm::preload(&backend),
+                    cold,
+                },
                 &env,
                 workdir.path(),
                 &root,
@@ -295,9 +309,8 @@ pub fn evaluate(
             ) {
                 Ok(outcome) => outcome,
                 Err(why) => fresh(Some(why))?,
-            }
-        } else {
-            fresh(None)?
+            },
+            None => fresh(None)?,
         };
         // A missing or unreadable log is not an empty one: gpu_checks::sanitizer_verdict
         // refuses to pass an evaluation whose sanitizer left no summary.

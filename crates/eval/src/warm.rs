@@ -18,7 +18,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{mpsc, Mutex, OnceLock};
+use std::sync::{mpsc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 const SERVER: &str = include_str!("warm_server.py");
@@ -32,15 +32,43 @@ pub enum WarmError {
     Server(String),
     #[error("cannot set up the evaluation's pipes: {0}")]
     Pipes(std::io::Error),
+    /// Not a failure: no server was ready, one is starting now for the evaluations after this
+    /// one, and this one runs in a fresh process meanwhile (its nvcc build overlaps the
+    /// interpreter's imports there, as it cannot on a server still importing torch).
+    #[error("the warm server is starting (for the evaluations after this one)")]
+    Starting,
 }
 
-/// Whether evaluations of `backend` use a warm server: `KSEARCH_WARM=0` never, `=1` always
-/// (CI forces it on CPU), unset for the backends whose harness imports torch on a CUDA device.
-pub fn wanted(backend: &crate::Backend) -> bool {
+/// The server an evaluation wants: its interpreter, what it pre-imports ([`preload`]), and how
+/// the evaluation gets one when none is ready ([`mode`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Wanted<'a> {
+    pub python: &'a Path,
+    pub modules: &'a [&'static str],
+    pub cold: ColdStart,
+}
+
+/// How an evaluation without a ready server gets one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColdStart {
+    /// Start one (or wait for one that is starting) and evaluate on it.
+    Wait,
+    /// Start one in the background and evaluate in a fresh process meanwhile ([`WarmError::Starting`]);
+    /// an evaluation that finds a server starting that no other evaluation waits for waits for it.
+    Overlap,
+}
+
+/// Whether evaluations of `backend` use a warm server, and how the first one gets it:
+/// `KSEARCH_WARM=0` never; `=1` always, the first evaluation waiting for the server (CI forces
+/// it on CPU); `=overlap` always, the first in a fresh process while the server starts; unset:
+/// overlap for the backends whose harness imports torch on a CUDA device, else never.
+pub fn mode(backend: &crate::Backend) -> Option<ColdStart> {
     match std::env::var("KSEARCH_WARM").as_deref() {
-        Ok("0") => false,
-        Ok("1") => true,
-        _ => backend.device.starts_with("cuda") && matches!(backend.name, "cuda" | "triton" | "python"),
+        Ok("0") => None,
+        Ok("1") => Some(ColdStart::Wait),
+        Ok("overlap") => Some(ColdStart::Overlap),
+        _ => (backend.device.starts_with("cuda") && matches!(backend.name, "cuda" | "triton" | "python"))
+            .then_some(ColdStart::Overlap),
     }
 }
 
@@ -54,13 +82,25 @@ pub fn preload(backend: &crate::Backend) -> &'static [&'static str] {
 
 /// The pids of the idle warm servers of this process (tests check that one survived).
 pub fn server_pids() -> Vec<u32> {
-    pool()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
+    lock()
         .values()
-        .flatten()
+        .flat_map(|slot| &slot.idle)
         .map(|s| s.child.id())
         .collect()
+}
+
+/// Blocks until no server of this process is starting (at most `limit`); tests use it to see
+/// the server an overlapped evaluation started.
+pub fn settle(limit: Duration) {
+    let until = Instant::now() + limit;
+    let mut pool = lock();
+    while pool.values().any(|slot| slot.starting > 0) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        pool = ready().wait_timeout(pool, left).unwrap_or_else(|p| p.into_inner()).0;
+    }
 }
 
 type Key = (PathBuf, Vec<(String, OsString)>, Vec<&'static str>);
@@ -83,9 +123,112 @@ impl Drop for Server {
     }
 }
 
-fn pool() -> &'static Mutex<HashMap<Key, Vec<Server>>> {
-    static POOL: OnceLock<Mutex<HashMap<Key, Vec<Server>>>> = OnceLock::new();
+/// The servers of one key: idle ones, how many are starting, how many evaluations wait for
+/// one of those, and why the last start failed (no start is tried again after one failed: the
+/// evaluations run in fresh processes, as they would without warm servers).
+#[derive(Default)]
+struct Slot {
+    idle: Vec<Server>,
+    starting: usize,
+    waiting: usize,
+    failed: Option<String>,
+}
+
+fn pool() -> &'static Mutex<HashMap<Key, Slot>> {
+    static POOL: OnceLock<Mutex<HashMap<Key, Slot>>> = OnceLock::new();
     POOL.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn lock() -> std::sync::MutexGuard<'static, HashMap<Key, Slot>> {
+    pool().lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Notified whenever a start ends (ready or failed) or a server goes back to the pool.
+fn ready() -> &'static Condvar {
+    static READY: Condvar = Condvar::new();
+    &READY
+}
+
+/// An idle live server of `key`, or one that starts (waiting for it) as `cold` says.
+fn acquire(key: &Key, cold: ColdStart) -> Result<Server, WarmError> {
+    // Importing torch takes seconds; a server that is not ready in two minutes is broken.
+    let until = Instant::now() + Duration::from_secs(120);
+    let mut pool = lock();
+    loop {
+        let slot = pool.entry(key.clone()).or_default();
+        // An idle server that died meanwhile (it should not: nothing of an evaluation runs in
+        // it) is dropped here (which kills its group and reaps it), so the evaluation gets
+        // another instead of falling back.
+        while let Some(mut s) = slot.idle.pop() {
+            if matches!(s.child.try_wait(), Ok(None)) {
+                return Ok(s);
+            }
+        }
+        if let Some(why) = &slot.failed {
+            return Err(WarmError::Start(why.clone()));
+        }
+        if slot.starting > slot.waiting {
+            slot.waiting += 1;
+            let left = until.saturating_duration_since(Instant::now());
+            pool = ready().wait_timeout(pool, left).unwrap_or_else(|p| p.into_inner()).0;
+            if let Some(slot) = pool.get_mut(key) {
+                slot.waiting -= 1;
+            }
+            if Instant::now() >= until {
+                return Err(WarmError::Start("it did not get ready in 120 s".into()));
+            }
+            continue;
+        }
+        slot.starting += 1;
+        drop(pool);
+        start_in_background(key.clone())?;
+        if cold == ColdStart::Overlap {
+            return Err(WarmError::Starting);
+        }
+        pool = lock();
+    }
+}
+
+/// Starts a server of `key`; it joins the pool's idle ones once it said it is ready.
+fn start_in_background(key: Key) -> Result<(), WarmError> {
+    let job_key = key.clone();
+    let started = on_spawner(Box::new(move || {
+        let (python, env, modules) = job_key.clone();
+        let outcome = spawn_here(&python, &env, &modules);
+        // The ready line is awaited on a thread of its own: the spawner stays free for others.
+        let _ = std::thread::Builder::new()
+            .name("ksearch-warm-start".into())
+            .spawn(move || {
+                let outcome =
+                    outcome.and_then(
+                        |mut server| match server.replies.recv_timeout(Duration::from_secs(120)) {
+                            Ok(v) if v["ready"] == json!(true) => Ok(server),
+                            Ok(v) => Err(WarmError::Start(format!("unexpected first line {v}"))),
+                            Err(_) => {
+                                let _ = server.child.try_wait();
+                                Err(WarmError::Start("it exited or did not get ready".into()))
+                            }
+                        },
+                    );
+                start_ended(&job_key, outcome);
+            });
+    }));
+    if let Err(e) = &started {
+        start_ended(&key, Err(WarmError::Start(e.to_string())));
+    }
+    started
+}
+
+fn start_ended(key: &Key, outcome: Result<Server, WarmError>) {
+    let mut pool = lock();
+    let slot = pool.entry(key.clone()).or_default();
+    slot.starting = slot.starting.saturating_sub(1);
+    match outcome {
+        Ok(server) => slot.idle.push(server),
+        Err(e) => slot.failed = Some(e.to_string()),
+    }
+    drop(pool);
+    ready().notify_all();
 }
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -109,26 +252,6 @@ fn on_spawner(job: Job) -> Result<(), WarmError> {
     sender
         .send(job)
         .map_err(|_| WarmError::Start("the spawner thread is gone".into()))
-}
-
-fn spawn(key: &Key) -> Result<Server, WarmError> {
-    let (python, env, modules) = key.clone();
-    let (tx, rx) = mpsc::channel();
-    on_spawner(Box::new(move || {
-        let _ = tx.send(spawn_here(&python, &env, &modules));
-    }))?;
-    let mut server = rx
-        .recv()
-        .map_err(|_| WarmError::Start("the spawner thread stopped".into()))??;
-    // Importing torch takes seconds; a server that is not ready in two minutes is broken.
-    match server.replies.recv_timeout(Duration::from_secs(120)) {
-        Ok(v) if v["ready"] == json!(true) => Ok(server),
-        Ok(v) => Err(WarmError::Start(format!("unexpected first line {v}"))),
-        Err(_) => {
-            let _ = server.child.try_wait();
-            Err(WarmError::Start("it exited or did not get ready".into()))
-        }
-    }
 }
 
 fn spawn_here(python: &Path, env: &[(String, OsString)], modules: &[&str]) -> Result<Server, WarmError> {
@@ -232,14 +355,14 @@ fn to_str(v: &OsStr) -> Result<String, WarmError> {
 /// Runs the harness in `workdir` (its package under `harness_root`) on a warm server for
 /// `python` with `env` (the entries a fresh process would get on top of ksearch's environment).
 pub fn run(
-    python: &Path,
-    modules: &[&'static str],
+    server: Wanted<'_>,
     env: &[(&str, &OsStr)],
     workdir: &Path,
     harness_root: &Path,
     stdin_data: Vec<u8>,
     limits: &Limits,
 ) -> Result<Outcome, WarmError> {
+    let Wanted { python, modules, cold } = server;
     // Everything the interpreter or the native libraries read at start-up (PYTHONHASHSEED, the
     // BLAS and OpenMP threads, CUDA_VISIBLE_DEVICES) is in the key: a server started with other
     // values would give another process than a fresh one. PYTHONPATH (the evaluation's own
@@ -255,28 +378,7 @@ pub fn run(
     // for starting the server, as a fresh one pays for starting its process.
     let oom_before = supervisor::oom_kill_count();
     let start = Instant::now();
-    // An idle server that died meanwhile (it should not: nothing of an evaluation runs in it)
-    // is dropped here, so the evaluation gets a new one instead of falling back.
-    let idle = loop {
-        let next = pool()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(&key)
-            .and_then(Vec::pop);
-        match next {
-            // Dropping it kills its group and reaps it.
-            Some(mut s) => {
-                if matches!(s.child.try_wait(), Ok(None)) {
-                    break Some(s);
-                }
-            }
-            None => break None,
-        }
-    };
-    let mut server = match idle {
-        Some(s) => s,
-        None => spawn(&key)?,
-    };
+    let mut server = acquire(&key, cold)?;
 
     // The child's whole environment, as a fresh process would have it.
     let mut full: BTreeMap<String, String> = BTreeMap::new();
@@ -395,12 +497,8 @@ pub fn run(
         None => Exit::TimedOut,
     };
     if reply.is_some() {
-        pool()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(key)
-            .or_default()
-            .push(server);
+        lock().entry(key).or_default().idle.push(server);
+        ready().notify_all();
     }
     let grace = Instant::now() + Duration::from_secs(1);
     while let Ok(line) = line_rx.recv_timeout(grace.saturating_duration_since(Instant::now())) {

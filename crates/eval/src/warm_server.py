@@ -138,6 +138,9 @@ def _child(req, server, base_path, private):
         os.chdir(req["workdir"])
         os.environ.clear()
         os.environ.update(req["env"])
+        # What a fresh interpreter reads from PYTHONDONTWRITEBYTECODE at its start (the server
+        # itself may write the bytecode cache; an evaluation never does).
+        sys.dont_write_bytecode = bool(req["env"].get("PYTHONDONTWRITEBYTECODE"))
         import tempfile
         tempfile.tempdir = None
         sys.path[:] = [req["workdir"], req["harness"]] + base_path
@@ -166,6 +169,27 @@ def _pipe_fits(w, size):
         return False
 
 
+def _choose_bytecode_cache():
+    """harness/ksearch_harness/bytecode.py's `choose` (kept equal by a test)."""
+    cache = os.environ.get("KSEARCH_BYTECODE_CACHE")
+    if not cache or sys.pycache_prefix is not None:
+        return None
+    import importlib.util
+    for name in ("torch", "numpy"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        origin = getattr(spec, "origin", None) if spec is not None else None
+        if not origin or not origin.endswith(".py"):
+            continue
+        if not os.path.exists(importlib.util.cache_from_source(origin)):
+            sys.pycache_prefix = cache
+            return cache
+        break
+    return None
+
+
 def main():
     server = os.getpid()
     # Die with ksearch; let no sibling (or a child that got root's caps back) trace or write us.
@@ -177,6 +201,11 @@ def main():
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1):
         os.dup2(devnull, fd)
+    # The server, which runs no candidate or harness code, is what writes ksearch's bytecode
+    # cache, when it is used (harness/ksearch_harness/bytecode.py; the same decision, copied
+    # here because the server loads no harness module). Its children read it and write nothing.
+    if _choose_bytecode_cache() is not None:
+        sys.dont_write_bytecode = False
     for module in sys.argv[1:]:
         try:
             importlib.import_module(module)
