@@ -30,8 +30,8 @@ def server_choose():
     return scope["_choose_bytecode_cache"]
 
 
-def fake_torch(root, compiled):
-    package = os.path.join(root, "torch")
+def fake_package(root, compiled, name="torch"):
+    package = os.path.join(root, name)
     os.makedirs(package)
     source = os.path.join(package, "__init__.py")
     with open(source, "w") as f:
@@ -57,9 +57,10 @@ class Choose(unittest.TestCase):
             os.environ[bytecode.ENV] = env
         importlib.invalidate_caches()
 
-    def decide(self, compiled):
-        root = os.path.join(self.tmp.name, f"site-{compiled}")
-        fake_torch(root, compiled)
+    def decide(self, compiled, numpy_compiled=None):
+        root = os.path.join(self.tmp.name, f"site-{compiled}-{numpy_compiled}")
+        fake_package(root, compiled)
+        fake_package(root, compiled if numpy_compiled is None else numpy_compiled, "numpy")
         sys.path.insert(0, root)
         importlib.invalidate_caches()
         sys.pycache_prefix = None
@@ -76,6 +77,10 @@ class Choose(unittest.TestCase):
     def test_torch_with_its_own_bytecode_keeps_it(self):
         # The server's copy returns None when it sets nothing (it need not write then).
         self.assertEqual(self.decide(compiled=True), (None, None))
+
+    def test_numpy_with_its_own_bytecode_keeps_it_even_if_torch_has_none(self):
+        # A CPU evaluation imports NumPy alone, and nothing writes the cache for it.
+        self.assertEqual(self.decide(compiled=False, numpy_compiled=True), (None, None))
 
     def test_no_cache_named_or_a_prefix_of_the_users_is_left_alone(self):
         del os.environ[bytecode.ENV]
@@ -99,7 +104,8 @@ class ServerWritesTheCache(unittest.TestCase):
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
         site = os.path.join(tmp.name, "site")
-        source = fake_torch(site, compiled=False)
+        source = fake_package(site, compiled=False)
+        fake_package(site, compiled=False, name="numpy")
         cache = os.path.join(tmp.name, "cache")
         env = dict(os.environ, PYTHONPATH=site, PYTHONDONTWRITEBYTECODE="1",
                    KSEARCH_BYTECODE_CACHE=cache)

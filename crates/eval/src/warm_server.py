@@ -175,18 +175,18 @@ def _choose_bytecode_cache():
     if not cache or sys.pycache_prefix is not None:
         return None
     import importlib.util
+    sources = []
     for name in ("torch", "numpy"):
         try:
             spec = importlib.util.find_spec(name)
         except (ImportError, ValueError):
             continue
         origin = getattr(spec, "origin", None) if spec is not None else None
-        if not origin or not origin.endswith(".py"):
-            continue
-        if not os.path.exists(importlib.util.cache_from_source(origin)):
-            sys.pycache_prefix = cache
-            return cache
-        break
+        if origin and origin.endswith(".py"):
+            sources.append(origin)
+    if sources and not any(os.path.exists(importlib.util.cache_from_source(s)) for s in sources):
+        sys.pycache_prefix = cache
+        return cache
     return None
 
 
