@@ -72,6 +72,7 @@ def time_pairs(session, settings):
     gate_state = {who: ("gated" if gate is not None else f"unavailable: {gate_note}")
                   for who in gated}
     cand_ns, ref_ns, cand_host, ref_host, plain_warm = [], [], [], [], []
+    cand_enqueue, ref_enqueue = [], []
     graphs, note = None, None
     began = clock()
 
@@ -90,6 +91,11 @@ def time_pairs(session, settings):
         finally:
             if use:
                 gate.open()
+        # The call's launch path: from h0 until the device may run it (behind the gate it waits
+        # for this moment). Rust compares the rest of the host interval, h1 - opened, less the
+        # events, with the reference's: work the events do not see that runs after the call
+        # returned (another stream, a thread) shows there, apart from the launch path.
+        opened = clock()
         mem.synchronize(during)
         h1 = clock()
         event = start.elapsed_time(end) * 1e6
@@ -111,7 +117,7 @@ def time_pairs(session, settings):
                 if gate_state[other] == "gated":
                     gate_state[other] = (f"off from call {k}: the {who}'s gate expired, and both "
                                          f"are timed alike")
-        return returned, event, h1 - h0
+        return returned, event, h1 - h0, opened - h0
 
     if mode in (False, "false", "off") or (mode == "auto" and gate is not None):
         capture_at = None
@@ -130,14 +136,14 @@ def time_pairs(session, settings):
         call = session.candidate(k)
         if graphs is not None:
             call = graphs.candidate
-        returned, event, host = timed("candidate", call, f"the candidate's call {k}", k)
+        returned, event, host, enqueue = timed("candidate", call, f"the candidate's call {k}", k)
         session.candidate_done(k, graphs.candidate_out if graphs is not None else returned)
         del returned
         reference = session.reference(k)
         if graphs is not None:
             reference = graphs.reference
-        result, ref_event, ref_hosted = timed("reference", reference,
-                                              f"the reference's call {k}", k)
+        result, ref_event, ref_hosted, ref_enqueued = timed("reference", reference,
+                                                            f"the reference's call {k}", k)
         session.reference_done(k, graphs.reference_out if graphs is not None else result)
         del result
         if k < warmup:
@@ -153,11 +159,14 @@ def time_pairs(session, settings):
         ref_ns.append(ref_event)
         cand_host.append(host)
         ref_host.append(ref_hosted)
+        cand_enqueue.append(enqueue)
+        ref_enqueue.append(ref_enqueued)
         if len(cand_ns) >= min_iterations and clock() - began >= budget_ns:
             break
     return {"clock": "cuda_event", "candidate_ns": cand_ns, "reference_ns": ref_ns,
             "host_clock": "perf_counter_ns", "candidate_host_ns": cand_host,
-            "reference_host_ns": ref_host, "cuda_graph": graphs is not None,
+            "reference_host_ns": ref_host, "candidate_enqueue_ns": cand_enqueue,
+            "reference_enqueue_ns": ref_enqueue, "cuda_graph": graphs is not None,
             "cuda_graph_note": note, "l2_flush_bytes": mem.flush_bytes(),
             "gate": gate_state, "event_overhead_ns": overhead}
 

@@ -515,7 +515,8 @@ impl<'a> Assembler<'a> {
             }
             // The worker clock's cross-check and the roofline bound come later (`check_timings`):
             // whether the candidate ran in the worker, and the device's name, are in `done`.
-            let suspicious = gpu_checks::hidden_work(&cand, &refr, cand_host.as_ref(), ref_host.as_ref());
+            let suspicious = gpu_checks::hidden_work(&cand, &refr, cand_host.as_ref(), ref_host.as_ref())
+                .or_else(|| gpu_checks::work_after_the_call(&raw));
             slot.timing = Some(Timing {
                 clock: raw.clock,
                 speedup: refr.median_ns / cand.median_ns,
@@ -530,6 +531,8 @@ impl<'a> Assembler<'a> {
                 reference_host: ref_host,
                 candidate_host_ns: raw.candidate_host_ns,
                 reference_host_ns: raw.reference_host_ns,
+                candidate_enqueue_ns: raw.candidate_enqueue_ns,
+                reference_enqueue_ns: raw.reference_enqueue_ns,
                 cuda_graph: raw.cuda_graph,
                 cuda_graph_note: raw.cuda_graph_note,
                 gate: raw.gate,

@@ -645,3 +645,60 @@ fn times_from_the_worker_must_carry_the_harnesss_round_trips() {
     );
     assert_eq!(e.status, Status::Passed, "{:?}", e.reason);
 }
+
+/// A passed workload timed as on a CUDA device with the launch paths: (event, host, enqueue)
+/// per call for the candidate and the reference, the same three calls each.
+fn gpu_timed_enqueued(uuid: &str, cand: (f64, f64, f64), refr: (f64, f64, f64)) -> String {
+    let three = |v: f64| format!("[{v}, {v}, {v}]");
+    format!(
+        r#"{{"event": "workload", "index": 0, "uuid": "{uuid}", "status": "passed", "timing": {{
+        "clock": "cuda_event", "candidate_ns": {}, "reference_ns": {},
+        "host_clock": "perf_counter_ns", "candidate_host_ns": {}, "reference_host_ns": {},
+        "candidate_enqueue_ns": {}, "reference_enqueue_ns": {}, "cuda_graph": false, "cuda_graph_note": null,
+        "gate": {{"candidate": "gated", "reference": "gated"}}, "event_overhead_ns": 1300.0}}}}"#,
+        three(cand.0),
+        three(refr.0),
+        three(cand.1),
+        three(refr.1),
+        three(cand.2),
+        three(refr.2)
+    )
+}
+
+#[test]
+fn work_after_the_call_is_flagged_net_of_the_launch_paths() {
+    let on = |line: String| finish_on("cuda:0", true, &[&line, DONE], Exit::Code(0));
+    // Honest: a 10 us kernel launched in 20 us, a 45 us synchronise; the reference's seven torch
+    // ops take 250 us to launch. Neither check flags it.
+    let honest = on(gpu_timed_enqueued(
+        "a",
+        (10e3, 20e3 + 10e3 + 45e3, 20e3),
+        (30e3, 250e3 + 30e3 + 45e3, 250e3),
+    ));
+    assert_eq!(flag(&honest, 0), None);
+    let timing = honest.workloads[0].timing.as_ref().unwrap();
+    assert_eq!(timing.candidate_enqueue_ns, vec![20e3; 3], "the launch paths are kept");
+    // 200 us of work on another stream after the call returned: the host gap (265 us) is within
+    // the reference's gap plus the slack (295 + 50 us), so the gap check alone missed it; net of
+    // the launch paths it is 245 us against the reference's 45.
+    let hidden = on(gpu_timed_enqueued(
+        "a",
+        (10e3, 20e3 + 10e3 + 45e3 + 200e3, 20e3),
+        (30e3, 250e3 + 30e3 + 45e3, 250e3),
+    ));
+    let why = flag(&hidden, 0).expect("work after the call should be flagged");
+    assert!(
+        why.contains("after its call returned") && why.contains("245.0 us"),
+        "{why}"
+    );
+    // A long honest kernel (5 ms) with a slightly slower synchronise (+30 us): within the slack.
+    let long = on(gpu_timed_enqueued(
+        "a",
+        (5e6, 15e3 + 5e6 + 75e3, 15e3),
+        (6e6, 250e3 + 6e6 + 45e3, 250e3),
+    ));
+    assert_eq!(flag(&long, 0), None);
+    // Without the launch-path lists (an older harness), only the gap check runs: as before.
+    let old = finish_on("cuda:0", true, &[&gpu_timed(0, "a", 10e3), DONE], Exit::Code(0));
+    assert_eq!(flag(&old, 0), None);
+}

@@ -38,6 +38,44 @@ pub(crate) fn hidden_work(
     None
 }
 
+/// The cross-check net of the launch path: per timed call, what the host waited for after the
+/// call returned and the device could run it (`host - enqueue`), less the call's own event time.
+/// For an honest call that is the device-wide synchronise's latency, the same for candidate and
+/// reference; work on another stream or thread that outlasts the events adds to it. Unlike
+/// [`hidden_work`] it does not hold the reference's launch path in its margin (with the gate, a
+/// call's host gap includes its launch path, about 250 us for rmsnorm_llm's reference), so the
+/// slack is the same 50 us over the reference's synchronise. Work hidden inside a call's own
+/// launch path (the host stalling while another stream runs) is left to [`hidden_work`]. `None`
+/// without the lists (records of harnesses before them, CPU backends), or when they do not
+/// line up with the event samples.
+pub(crate) fn work_after_the_call(raw: &crate::record::RawTiming) -> Option<String> {
+    let after = |events: &[f64], host: &[f64], enqueue: &[f64]| -> Option<f64> {
+        if events.is_empty() || events.len() != host.len() || events.len() != enqueue.len() {
+            return None;
+        }
+        let mut gaps: Vec<f64> = (0..events.len()).map(|i| host[i] - enqueue[i] - events[i]).collect();
+        gaps.sort_by(f64::total_cmp);
+        let mid = gaps.len() / 2;
+        Some(if gaps.len() % 2 == 1 {
+            gaps[mid]
+        } else {
+            (gaps[mid - 1] + gaps[mid]) / 2.0
+        })
+    };
+    let cand = after(&raw.candidate_ns, &raw.candidate_host_ns, &raw.candidate_enqueue_ns)?;
+    let refr = after(&raw.reference_ns, &raw.reference_host_ns, &raw.reference_enqueue_ns)?;
+    if cand.is_finite() && refr.is_finite() && cand > refr.max(0.0) + HOST_GAP_SLACK_NS {
+        return Some(format!(
+            "after its call returned, the host waited {:.1} us beyond the call's CUDA-event time for a \
+             device-wide synchronise (median per call; the reference's: {:.1} us): work on another stream \
+             or thread is not measured by the events, so the timing cannot be trusted",
+            cand / 1e3,
+            refr / 1e3
+        ));
+    }
+    None
+}
+
 /// The evaluation once compute-sanitizer's log is read (`Err`: it could not be, and why): errors
 /// it counted fail an evaluation that otherwise passed (the harness attributes what it sees to
 /// workloads as it goes; this catches what it could not), and the report's first lines join the

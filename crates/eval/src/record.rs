@@ -81,6 +81,12 @@ pub(crate) struct RawTiming {
     pub candidate_host_ns: Vec<f64>,
     #[serde(default)]
     pub reference_host_ns: Vec<f64>,
+    /// GPU backends: each call's launch path, from the host clock's start until the device may
+    /// run the call (the gate's opening).
+    #[serde(default)]
+    pub candidate_enqueue_ns: Vec<f64>,
+    #[serde(default)]
+    pub reference_enqueue_ns: Vec<f64>,
     #[serde(default)]
     pub cuda_graph: Option<bool>,
     #[serde(default)]
@@ -164,6 +170,12 @@ pub struct Timing {
     pub candidate_host_ns: Vec<f64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reference_host_ns: Vec<f64>,
+    /// GPU backends: each timed call's launch path (host clock's start to the gate's opening),
+    /// so the cross-check can compare what the host waited for after the call returned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidate_enqueue_ns: Vec<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reference_enqueue_ns: Vec<f64>,
     /// GPU backends: whether the timed calls replayed CUDA graphs, and why or why not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_graph: Option<bool>,
