@@ -1,10 +1,22 @@
 //! Importers: KernelBench problem files and GPU MODE task folders become ksearch task folders
-//! (definition.json, workloads.jsonl, task.toml, a seed that passes). docs/importers.md says
-//! what is carried over and what is not.
+//! (definition.json, workloads.jsonl, task.toml, a seed that passes: the problem's own model or
+//! reference kernel re-expressed as a candidate). docs/importers.md says what is carried over and
+//! what is not.
+//!
+//! Entry points: [`import_kernelbench`] (one problem file) and [`import_gpumode`] (one task
+//! folder), both taking [`Options`] and returning [`Imported`], or an [`ImportError`] that names
+//! the file at fault. ksearch-cli's `ksearch import` calls them and prints the [`Imported`]
+//! summary.
 //!
 //! Shapes are found by running the problem's own Python (`python/probe.py`): with PyTorch when
 //! the interpreter has it, else with a shape-only stand-in for the torch calls problem files use
-//! (`python/standin_*.py`), so importing works on a machine without PyTorch.
+//! (`python/standin_*.py`), so importing works on a machine without PyTorch. Nothing else is
+//! run: the importer writes the folder, then loads it back with ksearch-spec (a folder that does
+//! not load is an importer defect, [`ImportError::Invalid`]), and leaves evaluating the seed to
+//! `ksearch eval`. Its one ksearch dependency is ksearch-spec (ksearch-eval only for its tests),
+//! and only ksearch-cli depends on it.
+
+#![warn(missing_docs)]
 
 mod axes;
 mod checks;
@@ -43,6 +55,9 @@ pub struct Options {
 }
 
 impl Options {
+    /// Options writing to `out`, everything else at its default: the name from the source, the
+    /// default interpreter, PyTorch when the interpreter has it, no overwriting, and 300 s for
+    /// running the problem.
     pub fn new(out: impl Into<PathBuf>) -> Options {
         Options {
             out: out.into(),
@@ -67,6 +82,7 @@ impl Options {
 pub struct Imported {
     /// The task as loaded back from `dir`.
     pub task: Task,
+    /// The task folder written ([`Options::out`]).
     pub dir: PathBuf,
     /// "KernelBench problem FILE" or "GPU MODE task FOLDER".
     pub source: String,

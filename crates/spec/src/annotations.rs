@@ -20,14 +20,17 @@ use std::sync::LazyLock;
 /// At most this many knobs per kernel and values per knob: a sweep must stay a small share of
 /// the search budget, and a longer list is more likely a mistake than a plan.
 pub const MAX_ANNOTATED_KNOBS: usize = 8;
+/// At most this many values per annotated knob (see [`MAX_ANNOTATED_KNOBS`] for why).
 pub const MAX_ANNOTATED_VALUES: usize = 16;
 
 /// One annotated constant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AnnotatedKnob {
+    /// The constant's name as the source spells it (`BLOCK` in `#define BLOCK 128`).
     pub name: String,
     /// The source file and 1-based line that declare it.
     pub file: String,
+    /// 1-based line number in `file`.
     pub line: usize,
     /// The value the source holds now.
     pub current: String,

@@ -5,54 +5,83 @@ use crate::error::{parse_json, Problems, SpecError};
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
+/// A task's `definition.json`: the computation to implement, as FlashInfer-Bench describes it.
+/// Only [`Definition::parse`] validates; a value built by hand is not checked.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Definition {
+    /// The definition's name: letters, digits, `_`, `-` or `.`, never empty.
     pub name: String,
     /// Newer FlashInfer-Bench files say `op_type`, older ones `type`.
     #[serde(alias = "type")]
+    /// The kind of operation (`softmax`, `gemm`, ...); free text, never empty.
     pub op_type: String,
+    /// What the operation computes, for people and prompts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// FlashInfer-Bench's free-form labels, kept as given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
+    /// The named dimensions tensor shapes are written in, in file order; at least one.
     pub axes: IndexMap<String, Axis>,
+    /// Python expressions over axes and inputs that valid workloads satisfy
+    /// (`num_kv_indices == kv_indptr[-1].item()`); kept for the planner and read by the rules
+    /// that synthesise absent inputs (docs/task-format.md), never evaluated here.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub constraints: Vec<String>,
+    /// The kernel's inputs in call order; at least one.
     pub inputs: IndexMap<String, TensorSpec>,
+    /// The kernel's outputs in return order; at least one, always arrays (a 0-d one has shape
+    /// `[]`), never sharing a name with an input.
     pub outputs: IndexMap<String, TensorSpec>,
+    /// Python source defining a top-level `run(...)` that takes the inputs by name and returns
+    /// the outputs: the ground truth candidates are checked against.
     pub reference: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
+/// One named dimension of a definition (`{"type": "const", "value": N}` or `{"type": "var"}`).
 pub enum Axis {
+    /// A size fixed by the definition, the same in every workload.
     Const {
+        /// The size; positive.
         value: i64,
+        /// What the axis stands for.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         description: Option<String>,
     },
+    /// A size each workload gives (its `axes` must name every var axis).
     Var {
+        /// What the axis stands for.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         description: Option<String>,
+        /// FlashInfer-Bench's `parent` field, kept as given; validation only checks that it names
+        /// a declared axis.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         parent: Option<String>,
     },
 }
 
+/// The type and shape of one input or output of a [`Definition`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TensorSpec {
     /// Axis names, outermost first; `None` or empty for a scalar.
     pub shape: Option<Vec<String>>,
+    /// The element type.
     pub dtype: DType,
+    /// What the tensor holds, for people and prompts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 }
 
 impl TensorSpec {
+    /// Whether this is a scalar: `shape` is `null` or `[]`. Note that an output with `shape: []`
+    /// counts as scalar here although the definition treats it as a 0-d array.
     pub fn is_scalar(&self) -> bool {
         self.shape.as_ref().is_none_or(|s| s.is_empty())
     }
 
+    /// The axis names of the shape, outermost first; empty for a scalar.
     pub fn dims(&self) -> &[String] {
         self.shape.as_deref().unwrap_or(&[])
     }
@@ -66,6 +95,7 @@ impl Definition {
         Ok(def)
     }
 
+    /// The names of the var axes, in declaration order.
     pub fn var_axes(&self) -> impl Iterator<Item = &str> {
         self.axes
             .iter()
@@ -73,6 +103,7 @@ impl Definition {
             .map(|(n, _)| n.as_str())
     }
 
+    /// The value of axis `name` if it is a const axis; `None` for a var or undeclared axis.
     pub fn const_axis(&self, name: &str) -> Option<i64> {
         match self.axes.get(name) {
             Some(Axis::Const { value, .. }) => Some(*value),

@@ -6,19 +6,32 @@ use std::str::FromStr;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DType {
+    /// `float64`: IEEE double.
     Float64,
+    /// `float32`: IEEE single.
     Float32,
+    /// `float16`: IEEE half.
     Float16,
+    /// `bfloat16`: 8 exponent bits, 7 mantissa bits.
     Bfloat16,
+    /// `float8_e4m3` (also read as PyTorch's `float8_e4m3fn`): 4 exponent bits, 3 mantissa bits.
     #[serde(alias = "float8_e4m3fn")]
     Float8E4m3,
+    /// `float8_e5m2`: 5 exponent bits, 2 mantissa bits.
     Float8E5m2,
+    /// `float4_e2m1`: 2 exponent bits, 1 mantissa bit.
     Float4E2m1,
+    /// `int64`.
     Int64,
+    /// `int32`.
     Int32,
+    /// `int16`.
     Int16,
+    /// `int8`.
     Int8,
+    /// `uint8`.
     Uint8,
+    /// `bool`.
     Bool,
 }
 
@@ -26,11 +39,15 @@ pub enum DType {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tolerance {
+    /// Absolute tolerance, in the output's units.
     pub atol: f64,
+    /// Relative tolerance, a fraction of `|ref|`.
     pub rtol: f64,
 }
 
 impl DType {
+    /// Every dtype, in the order of docs/task-format.md (floats widest first, then integers, then
+    /// `bool`).
     pub const ALL: [DType; 13] = [
         DType::Float64,
         DType::Float32,
@@ -47,6 +64,7 @@ impl DType {
         DType::Bool,
     ];
 
+    /// The name in definition files (`float8_e4m3`, `bfloat16`); [`FromStr`] and serde read it.
     pub fn name(self) -> &'static str {
         match self {
             DType::Float64 => "float64",
@@ -65,6 +83,7 @@ impl DType {
         }
     }
 
+    /// Whether this is a signed or unsigned integer type; `bool` and the floats are not.
     pub fn is_integer(self) -> bool {
         matches!(
             self,

@@ -5,12 +5,17 @@ use std::fmt;
 /// (`line 3: axes.N`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
+    /// The file at fault, as it was named to the loader.
     pub file: String,
+    /// Where in the file: a dotted path or a line; empty when the problem is the whole file
+    /// (a JSON syntax error carries its position in `message` instead).
     pub field: String,
+    /// What is wrong, for a person.
     pub message: String,
 }
 
 impl Problem {
+    /// A problem at `field` of `file`.
     pub fn new(file: impl Into<String>, field: impl Into<String>, message: impl Into<String>) -> Self {
         Problem {
             file: file.into(),
@@ -36,17 +41,27 @@ pub enum SpecError {
     /// The files were read but are not valid; all problems found are listed.
     #[error("{}", join_problems(.0))]
     Invalid(Vec<Problem>),
+    /// A file could not be read.
     #[error("{path}: cannot read: {source}")]
     Io {
+        /// The file, as it was named to the loader.
         path: String,
+        /// Why reading failed.
         #[source]
         source: std::io::Error,
     },
+    /// A task was named that is neither a built-in task nor an existing path.
     #[error("no built-in task named '{name}' and no such path; built-in tasks: {available}")]
-    UnknownTask { name: String, available: String },
+    UnknownTask {
+        /// The name as given.
+        name: String,
+        /// The built-in task names, comma-separated, for the message.
+        available: String,
+    },
 }
 
 impl SpecError {
+    /// A validation failure with a single problem.
     pub fn one(file: impl Into<String>, field: impl Into<String>, message: impl Into<String>) -> Self {
         SpecError::Invalid(vec![Problem::new(file, field, message)])
     }

@@ -49,6 +49,7 @@ pub struct ExpertiseConfig {
 /// An `[[expertise]]` entry with its files read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expertise {
+    /// The entry's `description`, trimmed (at most 400 characters).
     pub description: String,
     /// `cuda`, `triton`, ...: selects the translation layer from this language to the target.
     pub language: String,

@@ -5,12 +5,16 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// One value of a knob.
+/// One value of a knob, as knobs.toml writes it (TOML floats are not knob values). All values of
+/// one knob have the same variant.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum KnobValue {
+    /// A TOML boolean; a template sees `true`/`false`.
     Bool(bool),
+    /// A TOML integer.
     Int(i64),
+    /// A TOML string; [`Display`](fmt::Display) quotes it.
     Str(String),
 }
 
@@ -66,31 +70,44 @@ struct Range {
     step: i64,
 }
 
+/// One `[[knob]]` of knobs.toml, validated, with a `range` expanded to its values.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Knob {
+    /// The template variable it sets; an identifier, unique in its file.
     pub name: String,
     /// The allowed values in order; neighbours are adjacent values.
     pub values: Vec<KnobValue>,
+    /// The naive choice, one of `values`; the seed configuration uses every knob's default.
     pub default: KnobValue,
     /// Pattern ids of the knowledge base whose priors seed ratings of this knob.
     pub tags: Vec<String>,
+    /// What the knob controls, for people and prompts; may be empty.
     pub help: String,
 }
 
+/// One `[[constraint]]` of knobs.toml: a condition every assignment must meet before it is
+/// rendered or evaluated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Constraint {
     /// A boolean expression over knob names and `hw.<figure>`.
     pub expr: String,
+    /// Why it must hold, for people; [`ConstraintError::Violated`] shows it.
     pub reason: String,
 }
 
 /// A knob assignment, in the knob file's order.
 pub type Assignment = IndexMap<String, KnobValue>;
 
+/// A parsed knobs.toml: the knobs and the constraints over them. The search space is the
+/// product of the knobs' values ([`KnobSpace::size`]), less the assignments a constraint rules
+/// out on the target.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KnobSpace {
+    /// The knobs in file order; at least one.
     pub knobs: Vec<Knob>,
+    /// The constraints in file order; each was checked at parse time to name only knobs and
+    /// `hw.` figures and to be a boolean.
     pub constraints: Vec<Constraint>,
     /// The knob file as messages name it (the path `parse` was given).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -102,7 +119,9 @@ pub struct KnobSpace {
 pub struct KernelTemplate {
     /// The file the rendered kernel is named (the template's name without `.j2`).
     pub file: String,
+    /// The minijinja source, knobs as variables (docs/templates.md).
     pub source: String,
+    /// The knobs the template's variables range over.
     pub space: KnobSpace,
 }
 
@@ -113,12 +132,25 @@ const MAX_VALUES: usize = 4096;
 /// that cannot be evaluated there.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConstraintError {
+    /// The assignment breaks a constraint.
     #[error("{reason} (constraint[{index}]: `{expr}`)")]
-    Violated { index: usize, expr: String, reason: String },
+    Violated {
+        /// The constraint's 0-based position in the knob file.
+        index: usize,
+        /// The constraint's expression.
+        expr: String,
+        /// The constraint's reason.
+        reason: String,
+    },
+    /// A constraint could not be evaluated for the assignment (a figure the hardware lacks, a
+    /// result that is not a boolean, an evaluation error).
     #[error("constraint[{index}] (`{expr}`) cannot be evaluated: {message}")]
     Unevaluable {
+        /// The constraint's 0-based position in the knob file.
         index: usize,
+        /// The constraint's expression.
         expr: String,
+        /// What went wrong.
         message: String,
     },
 }
@@ -134,6 +166,7 @@ pub struct RenderError {
     pub line: Option<usize>,
     /// `knob=value ...`.
     pub assignment: String,
+    /// minijinja's message.
     pub reason: String,
 }
 
@@ -166,6 +199,9 @@ impl fmt::Display for Ty {
 }
 
 impl KnobSpace {
+    /// Parses and validates a knobs.toml; `file` names it in messages. Checks names, values,
+    /// defaults and every constraint's identifiers and type; not the tags (the knowledge base
+    /// does) nor the `hw.` figures, which depend on the target ([`KnobSpace::check_figures`]).
     pub fn parse(file: &str, text: &str) -> Result<KnobSpace, SpecError> {
         let raw: KnobFile = parse_toml(file, text)?;
         let mut p = Problems::new(file);
@@ -275,10 +311,12 @@ impl KnobSpace {
         Ok(space)
     }
 
+    /// Every knob at its default, in file order: the seed configuration.
     pub fn default_assignment(&self) -> Assignment {
         self.knobs.iter().map(|k| (k.name.clone(), k.default.clone())).collect()
     }
 
+    /// The knob named `name`, if declared.
     pub fn knob(&self, name: &str) -> Option<&Knob> {
         self.knobs.iter().find(|k| k.name == name)
     }

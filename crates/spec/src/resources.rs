@@ -10,15 +10,18 @@ use serde::{Deserialize, Serialize};
 pub struct KernelResources {
     /// The kernel's symbol, mangled as ptxas prints it.
     pub name: String,
+    /// The target ptxas compiled it for (`sm_90a`); empty when not recorded.
     #[serde(default)]
     pub arch: String,
     /// Registers per thread.
     pub registers: u32,
-    /// Bytes spilled to local memory per thread (stores and loads).
+    /// Bytes spilled to local memory per thread: spill stores.
     #[serde(default)]
     pub spill_store_bytes: Option<u64>,
+    /// Bytes reloaded from spills per thread: spill loads.
     #[serde(default)]
     pub spill_load_bytes: Option<u64>,
+    /// Bytes of stack frame per thread.
     #[serde(default)]
     pub stack_frame_bytes: Option<u64>,
     /// Static shared memory per block.
@@ -27,6 +30,7 @@ pub struct KernelResources {
     /// Constant memory, summed over the banks ptxas lists (kernel parameters included).
     #[serde(default)]
     pub constant_bytes: Option<u64>,
+    /// Barriers the kernel uses (ptxas's `used N barriers`).
     #[serde(default)]
     pub barriers: Option<u32>,
 }

@@ -5,27 +5,44 @@ use crate::task::Task;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+/// A kernel for a task: FlashInfer-Bench's Solution (its source files and how to build and call
+/// them). [`Solution::load`] and [`Solution::from_source`] validate against the task; a value
+/// built by hand is checked only by [`Solution::validate`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Solution {
+    /// The solution's name (for a bare source file, its file name).
     pub name: String,
+    /// The name of the [`Definition`](crate::Definition) it implements; must be the task's.
     pub definition: String,
+    /// Who wrote it, when known.
     #[serde(default)]
     pub author: Option<String>,
+    /// How to build and call it.
     pub spec: BuildSpec,
+    /// Its files; at least one, paths distinct and valid under [`check_source_path`].
     pub sources: Vec<SourceFile>,
+    /// What the solution does, for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 }
 
+/// The `spec` of a Solution: language, entry point and calling convention.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BuildSpec {
+    /// One of [`LANGUAGES`](crate::LANGUAGES) (`c`, `cuda`, `triton`, `python`, `mlx`, ...).
     pub language: String,
+    /// FlashInfer-Bench's list of hardware the solution is meant for; kept as given, not used
+    /// by ksearch.
     #[serde(default)]
     pub target_hardware: Vec<String>,
     /// `file::symbol`.
     pub entry_point: String,
+    /// FlashInfer-Bench's list of dependencies; kept as given, not used by ksearch.
     #[serde(default)]
     pub dependencies: Vec<String>,
+    /// Whether the entry writes its outputs into buffers passed after the inputs (true, the
+    /// default) rather than returning them. The `c` backend requires true; for Python-module
+    /// candidates false selects the task's non-dps calling convention.
     #[serde(default = "yes")]
     pub destination_passing_style: bool,
 }
@@ -34,9 +51,12 @@ fn yes() -> bool {
     true
 }
 
+/// One file of a solution (or of an expertise entry).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceFile {
+    /// Relative path, as the harness writes it into its build folder.
     pub path: String,
+    /// The file's text.
     pub content: String,
 }
 

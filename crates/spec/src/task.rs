@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 
 static BUILTIN_TASKS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../tasks");
 
+/// Where a task was loaded from; it decides how its files are named in messages and whether
+/// it has a folder on disk ([`Task::dir`]).
 #[derive(Debug, Clone)]
 pub enum TaskOrigin {
     /// A folder on disk.
@@ -19,11 +21,17 @@ pub enum TaskOrigin {
     Builtin(String),
 }
 
+/// A loaded, fully validated task: everything the search, the evaluator and the prompts need to
+/// know about the computation, with the files task.toml names already read.
 #[derive(Debug, Clone)]
 pub struct Task {
+    /// Where it came from.
     pub origin: TaskOrigin,
+    /// definition.json.
     pub definition: Definition,
+    /// workloads.jsonl, in file order; at least one.
     pub workloads: Vec<Workload>,
+    /// task.toml, or its defaults when the folder has none.
     pub config: TaskConfig,
     /// The seed kernel named by `[kernel].seed`, if any.
     pub seed: Option<SourceFile>,
@@ -58,6 +66,8 @@ impl Task {
         })
     }
 
+    /// Loads the task in folder `dir`: definition.json and workloads.jsonl must be there,
+    /// task.toml may be. Problems independent of each other are reported together.
     pub fn load_folder(dir: &Path) -> Result<Task, SpecError> {
         let dir = dir.to_path_buf();
         let read = |name: &str| -> Result<Option<String>, SpecError> {
@@ -75,6 +85,8 @@ impl Task {
         Task::assemble(TaskOrigin::Folder(dir.clone()), &read, &exists)
     }
 
+    /// Loads the built-in task `name` (a folder of `tasks/` embedded at build time), as
+    /// [`Task::load_folder`] would load that folder.
     pub fn load_builtin(name: &str) -> Result<Task, SpecError> {
         let read = |file: &str| -> Result<Option<String>, SpecError> { Ok(builtin_file(name, file)) };
         let exists = |rel: &str| BUILTIN_TASKS.get_file(format!("{name}/{rel}")).is_some();

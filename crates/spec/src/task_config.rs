@@ -16,22 +16,33 @@ use crate::error::{parse_toml, Problems, SpecError};
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
+/// A parsed `task.toml` (docs/task-format.md). Every table is optional: an absent file is the
+/// [`Default`], so a bare FlashInfer-Bench folder is a task.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TaskConfig {
+    /// Device names or aliases of the knowledge base the task is meant for, in order of
+    /// preference; the first that runs the task's kernel dialect on this machine is the target
+    /// (docs/knowledge-base.md).
     #[serde(default)]
     pub targets: Vec<String>,
+    /// How candidates are checked and timed (`[evaluation]`).
     #[serde(default)]
     pub evaluation: EvaluationConfig,
     /// Per-dtype overrides of the default tolerances, keyed by dtype name.
     #[serde(default)]
     pub tolerance: IndexMap<String, Tolerance>,
+    /// Fixed distributions of single inputs (`[inputs.NAME]`), keyed by input name; they take
+    /// precedence over a workload's own and over synthesised ones.
     #[serde(default)]
     pub inputs: IndexMap<String, Distribution>,
+    /// Task-specific static checks on candidate source (`[checks]`).
     #[serde(default)]
     pub checks: ChecksConfig,
+    /// Roofline formulas (`[roofline]`), when the task gives them.
     #[serde(default)]
     pub roofline: Option<RooflineConfig>,
+    /// The kernel convention (`[kernel]`).
     #[serde(default)]
     pub kernel: KernelConfig,
     /// Native implementations a result must be compared with (`[[baselines]]`): trusted code
@@ -44,16 +55,28 @@ pub struct TaskConfig {
     pub expertise: Vec<crate::expertise::ExpertiseConfig>,
 }
 
+/// task.toml's `[evaluation]`: correctness trials and timing. Every field is optional; the
+/// defaults are those of [`Default`] (docs/task-format.md shows them).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EvaluationConfig {
+    /// Correctness trials per workload, each with fresh inputs; at least 1.
     pub trials: u32,
+    /// Share of output elements that must be within tolerance, in (0, 1].
     pub matched_ratio: f64,
+    /// Distributions of float inputs, cycled over the trials; each one of [`DISTRIBUTIONS`],
+    /// at least one.
     pub distributions: Vec<String>,
+    /// Seconds the whole evaluation may take, compile included; in (0, [`MAX_TIMEOUT_S`]].
     pub timeout_s: f64,
+    /// Untimed calls of reference and candidate before timing a workload.
     pub warmup: u32,
+    /// Timed (reference, candidate) pairs per workload, at most.
     pub iterations: u32,
+    /// Timed pairs per workload at least, even past `max_timing_s`; in 1..=`iterations`.
     pub min_iterations: u32,
+    /// Seconds after which timing a workload stops once `min_iterations` ran; in
+    /// (0, [`MAX_TIMEOUT_S`]].
     pub max_timing_s: f64,
 }
 
@@ -83,21 +106,29 @@ fn positive(x: f64) -> bool {
     x > 0.0
 }
 
+/// task.toml's `[checks]`: static checks on candidate source added by the task, on top of the
+/// ones every task gets.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChecksConfig {
+    /// Patterns a candidate's source must not contain; each a valid regular expression.
     #[serde(default)]
     pub forbidden: Vec<ForbiddenPattern>,
 }
 
+/// One forbidden pattern of `[checks]`: a candidate whose source matches it is refused.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ForbiddenPattern {
     /// A regular expression matched against the candidate's source, comments removed.
     pub pattern: String,
+    /// Why it is forbidden, shown to whoever wrote the candidate.
     pub reason: String,
 }
 
+/// task.toml's `[roofline]`: the work a kernel must do, for achieved GB/s and GFLOP/s and to flag
+/// speedups faster than the device allows. Formulas are checked at load time with every axis at
+/// 1 ([`eval_formula`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RooflineConfig {
@@ -123,6 +154,9 @@ impl TaskConfig {
             .or_else(|| dtype.default_tolerance())
     }
 
+    /// Checks the configuration against `def` (tolerances for every output dtype, input
+    /// distributions, regular expressions, formulas, the kernel convention, baselines,
+    /// expertise), reporting every problem at once; `file` names it in errors.
     pub fn validate(&self, file: &str, def: &Definition) -> Result<(), SpecError> {
         let mut p = Problems::new(file);
         let e = &self.evaluation;

@@ -16,10 +16,16 @@ use std::sync::Mutex;
 #[path = "structure.rs"]
 mod structure;
 
+/// One workload: a concrete problem size and how to make each input for it. Validated against
+/// the definition by [`parse_workloads`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Workload {
+    /// Identifies the workload in results and messages; not empty, unique within its file.
     pub uuid: String,
+    /// The value of every var axis of the definition and of nothing else (const axes come
+    /// from the definition: [`Workload::all_axes`]).
     pub axes: IndexMap<String, i64>,
+    /// How to make inputs, keyed by input name; an input left out is [`InputSpec::Random`].
     #[serde(default)]
     pub inputs: IndexMap<String, InputSpec>,
     /// Inputs whose safetensors blob was absent and that ksearch synthesises instead (their
@@ -39,17 +45,27 @@ pub enum InputSpec {
     /// unless task.toml's `[inputs.NAME]` sets one.
     Distributed(Distribution),
     /// `{"type": "scalar", "value": V}`.
-    Scalar { value: serde_json::Value },
+    Scalar {
+        /// The value, as the JSON gives it.
+        value: serde_json::Value,
+    },
     /// `{"type": "safetensors", "path": ..., "tensor_key": ...}`, relative to the task folder.
-    Safetensors { path: String, tensor_key: String },
+    Safetensors {
+        /// The `.safetensors` file, relative to the task folder.
+        path: String,
+        /// The tensor's key inside that file.
+        tensor_key: String,
+    },
 }
 
 /// An input made by ksearch because its safetensors file is absent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Synthesized {
+    /// The input's name.
     pub input: String,
     /// The missing file, as the workload names it.
     pub path: String,
+    /// The tensor's key in the missing file.
     pub tensor_key: String,
     /// What is drawn instead, and the rule that chose it.
     pub how: String,

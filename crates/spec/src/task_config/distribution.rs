@@ -10,37 +10,53 @@ use super::positive;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "distribution", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Distribution {
+    /// Gaussian values.
     Normal {
+        /// The mean; 0 by default.
         #[serde(default)]
         mean: f64,
+        /// The standard deviation; positive, 1 by default.
         #[serde(default = "one")]
         std: f64,
     },
+    /// Values uniform in `[low, high)`.
     Uniform {
+        /// The lower end; below `high`.
         low: f64,
+        /// The upper end.
         high: f64,
     },
+    /// Student's t values times `scale`: occasional large magnitudes that expose overflow and
+    /// poor accumulation.
     HeavyTailed {
+        /// Degrees of freedom; positive, 3 by default (smaller is heavier-tailed).
         #[serde(default = "three")]
         df: f64,
+        /// The factor applied to each draw; positive, 1 by default.
         #[serde(default = "one")]
         scale: f64,
     },
+    /// Integers uniform in `[low, high)`, for integer inputs only.
     Randint {
+        /// The smallest value drawn.
         low: Bound,
+        /// One past the largest value drawn.
         high: Bound,
     },
     /// Segment offsets (CSR row pointers such as FlashInfer's `kv_indptr`): a 1-D array that
     /// starts at 0, never decreases and ends at `total`; the segment lengths are random and
     /// may be 0.
     Offsets {
+        /// The last offset, the sum of the segment lengths; not negative.
         total: Bound,
     },
     /// Distinct integers in `[low, high)` in random order (page or row indices such as
     /// `kv_indices`); the input must not have more elements than the range holds.
     Unique {
+        /// The smallest value that may be drawn; 0 by default.
         #[serde(default = "zero_bound")]
         low: Bound,
+        /// One past the largest value that may be drawn.
         high: Bound,
     },
 }
@@ -125,7 +141,11 @@ impl Distribution {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Bound {
+    /// A literal integer.
     Value(i64),
+    /// An axis name or an expression over axes, evaluated per workload. At load time a name
+    /// must be a declared axis, and an expression must parse, call no function and use only
+    /// declared axes.
     Axis(String),
 }
 

@@ -4,12 +4,17 @@
 use crate::error::Problems;
 use serde::{Deserialize, Serialize};
 
+/// task.toml's `[kernel]`: how candidates for the task are written, built and called. Every
+/// field is optional in the file ([`Default`]: a C kernel in destination-passing style).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct KernelConfig {
+    /// The language candidates are written in, one of [`LANGUAGES`]; `c` by default.
     pub language: String,
     /// The symbol a bare source file must define.
     pub entry: Option<String>,
+    /// Compile C candidates with `-fopenmp` and let them use the machine's cores; off by
+    /// default, when a candidate runs with one OpenMP thread.
     pub openmp: bool,
     /// The naive starting kernel, relative to the task folder.
     pub seed: Option<String>,
@@ -47,6 +52,7 @@ pub enum Calling {
 }
 
 impl Calling {
+    /// The name task.toml and the harness protocol use (`dps`, `returns`, `tuple`).
     pub fn name(self) -> &'static str {
         match self {
             Calling::Dps => "dps",
@@ -56,11 +62,15 @@ impl Calling {
     }
 }
 
+/// `[kernel].init`: how the harness constructs a class entry point, `torch.manual_seed(seed)`
+/// then `cls(*args)`, the same for candidate and reference so their parameters match.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModuleInit {
+    /// Positional constructor arguments, as JSON values (KernelBench's `get_init_inputs()`).
     #[serde(default)]
     pub args: Vec<serde_json::Value>,
+    /// The torch seed set just before construction; 0 by default.
     #[serde(default)]
     pub seed: u64,
 }
@@ -81,6 +91,7 @@ pub struct BaselineConfig {
     /// Defaults to the task's `[kernel].calling`.
     #[serde(default)]
     pub calling: Option<Calling>,
+    /// What the baseline computes and with which library, for people reading results.
     #[serde(default)]
     pub description: Option<String>,
 }
