@@ -83,13 +83,19 @@ pub(crate) const EXIT_BAD_INPUT: u8 = 2;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let json_asked = std::env::args_os().skip(1).any(|a| a == "--json");
-    // `ksearch show RUN | head` must end quietly when the reader goes away, as other Unix tools
+    // `ksearch show RUN | head` (or `agent next RUN | head`) must end quietly when the reader goes away, as other Unix tools
     // do, instead of panicking on the broken pipe: the commands that only print get the default
     // action of SIGPIPE back (Rust's runtime ignores it). Commands that write to child processes
     // (eval, run: the harness's stdin) keep ignoring it, so a dead child is an error they report,
     // not a signal that kills ksearch.
     #[cfg(unix)]
-    if matches!(cli.command, Command::Tasks { .. } | Command::Show(_) | Command::Kb(_)) {
+    if matches!(
+        cli.command,
+        Command::Tasks { .. }
+            | Command::Show(_)
+            | Command::Kb(_)
+            | Command::Agent(agent_cmd::AgentCommand::Next { .. })
+    ) {
         // SAFETY: no thread exists yet; SIG_DFL is a valid action for SIGPIPE.
         unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
