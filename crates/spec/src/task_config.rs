@@ -199,7 +199,10 @@ impl TaskConfig {
             );
         }
         if !positive(e.max_timing_s) || e.max_timing_s > MAX_TIMEOUT_S {
-            p.push("evaluation.max_timing_s", "must be positive");
+            p.push(
+                "evaluation.max_timing_s",
+                format!("must be positive and at most {MAX_TIMEOUT_S} s"),
+            );
         }
         for (name, tol) in &self.tolerance {
             if let Err(msg) = name.parse::<DType>() {

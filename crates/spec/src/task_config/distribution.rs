@@ -175,7 +175,9 @@ impl Bound {
     }
 
     /// Its value for one workload's axes (`None` when an expression does not evaluate to an
-    /// integer there).
+    /// integer there). Evaluated in floating point, as the harness does (inputs.py
+    /// `_evaluate`): `/` divides exactly, so `7 / 2` is 3.5 and no bound, where integer
+    /// arithmetic would truncate it to 3.
     pub fn value(&self, axes: &IndexMap<String, i64>) -> Option<i64> {
         match self {
             Bound::Value(v) => Some(*v),
@@ -188,7 +190,7 @@ impl Bound {
                     evalexpr::ContextWithMutableVariables::set_value(
                         &mut ctx,
                         name.clone(),
-                        evalexpr::Value::Int(*value),
+                        evalexpr::Value::Float(*value as f64),
                     )
                     .ok()?;
                 }
@@ -246,6 +248,11 @@ mod tests {
         );
         let axes: IndexMap<String, i64> = [("M".to_string(), 4), ("N".to_string(), 3)].into_iter().collect();
         assert_eq!(Bound::Axis("M * N - 2".into()).value(&axes), Some(10));
+        // `/` divides exactly (the harness refuses the bound there), not truncating.
+        let odd: IndexMap<String, i64> = [("n".to_string(), 7)].into_iter().collect();
+        assert_eq!(Bound::Axis("n / 2".into()).value(&odd), None);
+        let even: IndexMap<String, i64> = [("n".to_string(), 8)].into_iter().collect();
+        assert_eq!(Bound::Axis("n / 2".into()).value(&even), Some(4));
         let text = "[inputs.idx]\ndistribution = \"offsets\"\ntotal = \"M + K\"\n\
                     [inputs.x]\ndistribution = \"unique\"\nlow = 0\nhigh = \"max(M, N)\"\n";
         let e = TaskConfig::parse("task.toml", text, &def()).unwrap_err();
