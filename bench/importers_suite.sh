@@ -15,6 +15,7 @@
 #   DEVICE=cuda:0   the device `ksearch eval` runs on (cpu for a CPU-only PyTorch)
 #   IMPORT_TIMEOUT=300, EVAL_TIMEOUT=600   seconds per import and per evaluation
 #   ONLY=REGEX      only problems whose name matches
+#   JOBS=N          problems imported and evaluated N at a time (default 1)
 # The harness and the probe use $KSEARCH_PYTHON (else python3), which needs NumPy and PyTorch for
 # the evaluations.
 set -uo pipefail
@@ -34,8 +35,8 @@ eval_on=${EVAL:-1}
 device=${DEVICE:-cuda:0}
 import_timeout=${IMPORT_TIMEOUT:-300}
 eval_timeout=${EVAL_TIMEOUT:-600}
-extra=()
-[ "${STANDIN:-0}" = 1 ] && extra+=(--stand-in)
+standin=""
+[ "${STANDIN:-0}" = 1 ] && standin=--stand-in
 rows=$out/rows.tsv
 : >"$rows"
 
@@ -54,7 +55,7 @@ one() {  # one SUITE NAME KIND PATH
   mkdir -p "$(dirname "$task")"
   local imported=no passes="not run" reason=""
   if timeout "$import_timeout" "$bin" import "$kind" "$path" --out "$task" --force \
-      --timeout "$import_timeout" "${extra[@]}" >"$log.import" 2>&1; then
+      --timeout "$import_timeout" ${standin:+"$standin"} >"$log.import" 2>&1; then
     imported=yes
     if [ "$eval_on" = 1 ]; then
       if timeout "$eval_timeout" "$bin" eval "$task" "$task/seed.py" --device "$device" --json \
@@ -80,19 +81,32 @@ except Exception:
   echo "$suite/$name: imported $imported, seed passes $passes${reason:+ ($reason)}" >&2
 }
 
+jobs_file=$out/jobs.tsv
+: >"$jobs_file"
 for level in 1 2 3; do
   for f in "$kb"/KernelBench/level$level/*.py; do
     [ -e "$f" ] || continue
     base=$(basename "$f" .py)
-    one kernelbench "level$level-$base" kernelbench "$f"
+    printf '%s\t%s\t%s\t%s\n' kernelbench "level$level-$base" kernelbench "$f" >>"$jobs_file"
   done
 done
 while IFS= read -r yml; do
   folder=$(dirname "$yml")
   group=$(basename "$(dirname "$folder")")
   case $group in amd*) continue ;; esac  # AMD GPUs only
-  one gpumode "$group-$(basename "$folder")" gpumode "$folder"
+  printf '%s\t%s\t%s\t%s\n' gpumode "$group-$(basename "$folder")" gpumode "$folder" >>"$jobs_file"
 done < <(find "$rk/problems" -name task.yml | sort)
+if [ "${JOBS:-1}" -gt 1 ] 2>/dev/null; then
+  # Problems at once (pass/fail is what is measured here, not time): each row is one line
+  # appended to the rows file; the table is sorted afterwards.
+  export -f one reason_of
+  export out bin eval_on device import_timeout eval_timeout rows ONLY standin
+  tr '\n' '\0' <"$jobs_file" | xargs -0 -P "$JOBS" -n 1 bash -c \
+    'IFS=$'"'"'\t'"'"' read -r s n k p <<<"$1"; one "$s" "$n" "$k" "$p"' _
+else
+  while IFS=$'\t' read -r s n k p; do one "$s" "$n" "$k" "$p"; done <"$jobs_file"
+fi
+sort -o "$rows" "$rows"
 
 python3 - "$rows" "$out" <<'EOF'
 import collections, json, sys
