@@ -114,7 +114,8 @@ pub fn load_at(run_dir: &Path, now: f64) -> Result<RunReport, ReportError> {
 /// when, and the message that goes with it. Cleared (`null`) when a drive starts.
 #[derive(Debug, Clone, serde::Deserialize)]
 struct StopRecord {
-    /// `finished`, `budget`, `fatal`, `llm_unavailable`, `llm_refused`, `interrupted`, `error`,
+    /// `finished`, `budget`, `fatal`, `llm_unavailable`, `llm_refused`, `executor_unavailable`,
+    /// `interrupted`, `error`,
     /// `awaiting_agent` or `awaiting_evaluation`.
     reason: String,
     at: f64,
@@ -129,6 +130,7 @@ fn stop_words(reason: &str) -> &str {
         "fatal" => "a request failed for good",
         "llm_unavailable" => "the LLM endpoint was unavailable",
         "llm_refused" => "the LLM endpoint refused the credentials",
+        "executor_unavailable" => "the executor became unavailable",
         "awaiting_evaluation" => "waiting for `ksearch evaluate`",
         "interrupted" => "interrupted",
         "error" => "ksearch failed",
@@ -215,6 +217,9 @@ fn resume_hint(kind: &str, reason: Option<&str>, run_dir: &Path) -> Option<Resum
             Some("once the endpoint answers again (nothing is lost: the request that failed last is kept unanswered)")
         }
         ("stopped", Some("llm_refused")) => Some("once the key works (the refused request is kept unanswered)"),
+        ("stopped", Some("executor_unavailable")) => Some(
+            "once the executor is back, or with `--executor local` (the evaluations it left unjudged stay pending)",
+        ),
         ("stopped", Some("interrupted")) => None,
         ("stalled", _) => Some("if its process is gone (killed, crashed, the machine restarted)"),
         _ => return None,
