@@ -115,8 +115,7 @@ pub fn load_at(run_dir: &Path, now: f64) -> Result<RunReport, ReportError> {
 #[derive(Debug, Clone, serde::Deserialize)]
 struct StopRecord {
     /// `finished`, `budget`, `fatal`, `llm_unavailable`, `llm_refused`, `executor_unavailable`,
-    /// `interrupted`, `error`,
-    /// `awaiting_agent` or `awaiting_evaluation`.
+    /// `interrupted`, `error`, `awaiting_agent` or `awaiting_evaluation`.
     reason: String,
     at: f64,
     #[serde(default)]
