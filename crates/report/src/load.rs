@@ -57,7 +57,17 @@ pub fn load_at(run_dir: &Path, now: f64) -> Result<RunReport, ReportError> {
     let brain = brain(meta("brain"));
     let origins: HashMap<i64, String> = candidate_rows.iter().map(|c| (c.id, c.origin.clone())).collect();
     let timeline = spending(&events, &rows, &exchanges, &evaluations);
-    let attempts = attempts(&engine, &origins, failed_code, &brain.kind, &events, &timeline);
+    let mut attempts = attempts(&engine, &origins, failed_code, &brain.kind, &events, &timeline);
+    let devices = device_groups(&evaluations);
+    // The device of each candidate's search evaluation (the latest, should there be several).
+    let device_of_candidate: HashMap<i64, String> = evaluations
+        .iter()
+        .filter(|e| e.purpose == "search")
+        .map(|e| (e.candidate_id, device_of(&e.record).label()))
+        .collect();
+    for a in &mut attempts {
+        a.device = a.candidate.and_then(|c| device_of_candidate.get(&c).cloned());
+    }
     let times: Vec<f64> = rows.iter().filter_map(|r| r.at.parse::<f64>().ok()).collect();
     let wall_seconds = match (times.first(), times.last()) {
         (Some(a), Some(b)) => (b - a).max(0.0),
@@ -105,6 +115,7 @@ pub fn load_at(run_dir: &Path, now: f64) -> Result<RunReport, ReportError> {
         best,
         tree: tree(&engine, best_id),
         provenance,
+        devices,
         outcomes: outcomes(&attempts),
         attempts,
     })
@@ -511,6 +522,7 @@ fn attempts(
                 final_status: None,
                 note: None,
                 resources: String::new(),
+                device: None,
                 spent: timeline.get(f.event).copied(),
             });
         }
@@ -534,6 +546,7 @@ fn attempts(
             final_status: c.final_result.as_ref().map(|r| r.status.clone()),
             note: c.note.clone(),
             resources: result.map(|r| resource_brief(&r.resources)).unwrap_or_default(),
+            device: None,
             spent: result
                 .and_then(|_| first_evaluated.get(&c.id))
                 .and_then(|&i| timeline.get(i))
@@ -829,6 +842,50 @@ fn workload_row(w: &Value) -> WorkloadRow {
         gflop_per_s: t["achieved_gflop_per_s"].as_f64(),
         suspicious: t["suspicious"].as_str().map(str::to_string),
     }
+}
+
+/// The device an evaluation record says it ran on (its `evaluations` count 1): the Ray node's
+/// GPU model and address (`node`) for a remote evaluation, else the GPU the harness saw, else
+/// the CPU's model.
+pub fn device_of(record: &Value) -> DeviceGroup {
+    let text = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_string);
+    let env = &record["provenance"]["environment"];
+    let node = &record["node"];
+    let model = text(&node["gpu"])
+        .or_else(|| text(&env["device"]["name"]))
+        .or_else(|| text(&env["cpu"]).map(|cpu| format!("CPU: {cpu}")))
+        .or_else(|| text(&record["provenance"]["device"]))
+        .unwrap_or_else(|| "unknown device".into());
+    DeviceGroup {
+        model,
+        node: text(&node["ip"]).or_else(|| text(&node["node_id"])),
+        driver: text(&node["driver"]).or_else(|| text(&env["device"]["driver"])),
+        evaluations: 1,
+        passed: usize::from(record["status"] == "passed"),
+    }
+}
+
+/// Evaluations grouped by device model and node ([`device_of`]), in the order each group first
+/// appears.
+pub fn device_groups(evaluations: &[EvaluationRow]) -> Vec<DeviceGroup> {
+    let mut out: Vec<DeviceGroup> = Vec::new();
+    for e in evaluations {
+        let d = DeviceGroup {
+            passed: usize::from(e.status == "passed"),
+            ..device_of(&e.record)
+        };
+        match out.iter_mut().find(|g| g.model == d.model && g.node == d.node) {
+            Some(g) => {
+                g.evaluations += 1;
+                g.passed += d.passed;
+                if g.driver.is_none() {
+                    g.driver = d.driver;
+                }
+            }
+            None => out.push(d),
+        }
+    }
+    out
 }
 
 /// Provenance rows from an evaluation record and the run's metadata.
