@@ -332,13 +332,7 @@ fn attempt_lines(e: &Engine, devices: &HashMap<i64, String>) -> Vec<String> {
     out
 }
 
-fn candidate_lines(
-    e: &Engine,
-    c: &Candidate,
-    how: &str,
-    parent: Option<i64>,
-    device: Option<&String>,
-) -> Vec<String> {
+fn candidate_lines(e: &Engine, c: &Candidate, how: &str, parent: Option<i64>, device: Option<&String>) -> Vec<String> {
     let mut result = c.result.as_ref().map(verdict).unwrap_or_else(|| "not evaluated".into());
     if let Some(f) = c.final_result.as_ref() {
         result.push_str(&format!("; final: {}", verdict(f)));
