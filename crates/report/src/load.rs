@@ -1006,6 +1006,33 @@ mod tests {
     use super::*;
     use ksearch_search::engine::Candidate;
 
+    #[test]
+    fn a_records_device_is_its_ray_nodes_gpu_else_the_gpu_or_cpu_the_harness_saw() {
+        let env = |e: Value| serde_json::json!({"status": "passed", "provenance": {"device": "cpu", "environment": e}});
+        let mut ray = env(serde_json::json!({"cpu": "AMD EPYC"}));
+        ray["node"] = serde_json::json!({"ip": "10.0.0.2", "gpu": "NVIDIA H200", "driver": "580.1"});
+        let d = device_of(&ray);
+        assert_eq!(
+            (d.label(), d.driver.as_deref(), d.passed),
+            ("NVIDIA H200 (node 10.0.0.2)".to_string(), Some("580.1"), 1)
+        );
+        let gpu = device_of(&env(
+            serde_json::json!({"device": {"name": "NVIDIA A100", "driver": "535"}}),
+        ));
+        assert_eq!(
+            (gpu.label(), gpu.driver.as_deref()),
+            ("NVIDIA A100".to_string(), Some("535"))
+        );
+        assert_eq!(
+            device_of(&env(serde_json::json!({"cpu": "AMD EPYC"}))).label(),
+            "CPU: AMD EPYC"
+        );
+        // A Ray CPU node: its CPU, on its node.
+        let mut cpu_node = env(serde_json::json!({"cpu": "AMD EPYC"}));
+        cpu_node["node"] = serde_json::json!({"ip": "10.0.0.3"});
+        assert_eq!(device_of(&cpu_node).label(), "CPU: AMD EPYC (node 10.0.0.3)");
+    }
+
     fn candidate(id: i64, round: u32, cycle: u32, note: Option<&str>) -> Candidate {
         Candidate {
             id,

@@ -88,6 +88,7 @@ impl RunReport {
                 nodes: vec![],
             },
             provenance: vec![],
+            devices: vec![],
             outcomes: Outcomes::default(),
         }
     }
