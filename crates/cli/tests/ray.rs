@@ -426,7 +426,18 @@ fn a_cluster_that_goes_away_stops_the_run_cleanly_and_resume_evaluates_what_was_
     let n = ids.len();
     ids.dedup();
     assert_eq!(ids.len(), n, "an evaluation was recorded twice: {ids:?}");
-    assert_eq!(ids, keys(&records(&local_dir)));
+    // The same candidates searched, and as many re-measured (which ones are the fastest is up
+    // to the timings, here and there).
+    let local_keys = keys(&records(&local_dir));
+    let of = |keys: &[(i64, String)], purpose: &str| -> Vec<i64> {
+        keys.iter().filter(|(_, p)| p == purpose).map(|(c, _)| *c).collect()
+    };
+    assert_eq!(of(&ids, "search"), of(&local_keys, "search"), "{ids:?}\n{local_keys:?}");
+    assert_eq!(
+        of(&ids, "final").len(),
+        of(&local_keys, "final").len(),
+        "{ids:?}\n{local_keys:?}"
+    );
     for c in &pending {
         assert!(ids.iter().any(|(id, _)| id == c), "candidate {c} was never evaluated");
     }
@@ -435,7 +446,9 @@ fn a_cluster_that_goes_away_stops_the_run_cleanly_and_resume_evaluates_what_was_
     let local_recs = records(&local_dir);
     for (key, rec) in &before {
         assert!(after.iter().any(|(k, r)| k == key && r == rec), "{key:?} changed");
-        let same = local_recs.iter().find(|(k, _)| k == key).map(|(_, r)| &r["status"]);
-        assert_eq!(Some(&rec["status"]), same, "{key:?}: {rec}");
+        if key.1 == "search" {
+            let same = local_recs.iter().find(|(k, _)| k == key).map(|(_, r)| &r["status"]);
+            assert_eq!(Some(&rec["status"]), same, "{key:?}: {rec}");
+        }
     }
 }
