@@ -452,7 +452,11 @@ pub(crate) fn outcome(run_dir: &Path, drove: &Drove) -> Outcome {
                  infrastructure failures; once it is back, continue with: ksearch resume {dir}\n(or evaluate on \
                  this machine instead: ksearch resume {dir} --executor local)",
                 pending.len(),
-                if ids.is_empty() { "none".to_string() } else { format!("candidates {}", ids.join(", ")) },
+                match ids.len() {
+                    0 => "none".to_string(),
+                    1 => format!("candidate {}", ids[0]),
+                    _ => format!("candidates {}", ids.join(", ")),
+                },
             );
             Outcome {
                 json: json!({

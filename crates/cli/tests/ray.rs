@@ -379,6 +379,7 @@ fn a_cluster_that_goes_away_stops_the_run_cleanly_and_resume_evaluates_what_was_
     let j = run.json();
     assert_eq!(j["status"], "executor_unavailable", "{j}");
     let message = j["message"].as_str().unwrap_or("");
+    eprintln!("the stopped run says:\n{message}");
     assert!(message.contains(&address), "{message}");
     assert!(
         message.contains(&format!("ksearch resume {}", run_dir.display())),
