@@ -128,6 +128,10 @@ pub(crate) struct ResumeArgs {
     /// Devices to evaluate on from now on (as for `ksearch run`; default: the run's choice).
     #[arg(long, value_name = "LIST")]
     devices: Option<String>,
+    /// Where this drive evaluates: `local`, `deferred` or `ray` (default: the run's executor).
+    /// `--executor local` goes on here when the run's Ray cluster is gone.
+    #[arg(long, value_name = "EXECUTOR")]
+    executor: Option<ExecutorKind>,
     #[arg(long)]
     json: bool,
 }
@@ -259,7 +263,11 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<u8> {
     if !args.json {
         eprintln!("resuming {} with {}", args.run_dir.display(), run.brain.describe());
     }
-    print_drive(&run, &llm_config, &DriveOptions::default(), args.json)
+    let opts = DriveOptions {
+        executor: args.executor,
+        ..DriveOptions::default()
+    };
+    print_drive(&run, &llm_config, &opts, args.json)
 }
 
 /// `ksearch evaluate`: the run's pending candidates, evaluated here; an in-process brain goes on
@@ -436,6 +444,30 @@ pub(crate) fn outcome(run_dir: &Path, drove: &Drove) -> Outcome {
             ),
             exit: crate::EXIT_FAILED,
         },
+        Stopped::ExecutorUnavailable { unavailable, pending } => {
+            let ids: Vec<String> = pending.iter().map(|c| c.to_string()).collect();
+            let text = format!(
+                "stopped: {unavailable}\nnothing is lost: every result that came back is recorded, and the {} \
+                 evaluation(s) in flight ({}) stay pending, judged neither as the candidates' failures nor as \
+                 infrastructure failures; once it is back, continue with: ksearch resume {dir}\n(or evaluate on \
+                 this machine instead: ksearch resume {dir} --executor local)",
+                pending.len(),
+                match ids.len() {
+                    0 => "none".to_string(),
+                    1 => format!("candidate {}", ids[0]),
+                    _ => format!("candidates {}", ids.join(", ")),
+                },
+            );
+            Outcome {
+                json: json!({
+                    "run_dir": run_dir, "status": "executor_unavailable",
+                    "executor": unavailable.what, "error": unavailable.why, "pending": pending,
+                    "message": text,
+                }),
+                text,
+                exit: crate::EXIT_FAILED,
+            }
+        }
         Stopped::Finished { reason, .. } => {
             let best = drove.best();
             let speedup = best.and_then(|(_, s)| s);

@@ -9,6 +9,7 @@ use ksearch_search::engine::{
 };
 use ksearch_store::RunStore;
 use serde_json::json;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
@@ -30,6 +31,10 @@ struct RunView {
     executor: String,
     best: Option<i64>,
     budget: Budget,
+    /// Where the evaluations ran, by device model and node (docs/ray.md).
+    devices: Vec<ksearch_report::DeviceGroup>,
+    /// The device of each candidate's search evaluation, by candidate.
+    device_of: HashMap<i64, String>,
 }
 
 struct Budget {
@@ -52,6 +57,13 @@ fn view(run_dir: &Path) -> anyhow::Result<RunView> {
         .filter(|x| x.provider != "tuner" && x.provider != "agent")
         .collect();
     let calls = exchanges.iter().filter(|x| x.answer.is_some()).count();
+    let evaluations = store.evaluations()?;
+    let devices = ksearch_report::device_groups(&evaluations);
+    let device_of: HashMap<i64, String> = evaluations
+        .iter()
+        .filter(|e| e.purpose == "search")
+        .map(|e| (e.candidate_id, ksearch_report::device_of(&e.record).label()))
+        .collect();
     let budget = Budget {
         calls,
         failed_calls: exchanges.len() - calls,
@@ -62,7 +74,7 @@ fn view(run_dir: &Path) -> anyhow::Result<RunView> {
             .iter()
             .filter(|x| x.answer.is_some() && x.cost_dollars.is_none())
             .count(),
-        evaluations: store.evaluations()?.len(),
+        evaluations: evaluations.len(),
     };
     let brain = match store.meta("brain")? {
         Some(v) => serde_json::from_value::<ksearch_run::BrainSpec>(v)
@@ -107,6 +119,8 @@ fn view(run_dir: &Path) -> anyhow::Result<RunView> {
         executor,
         best,
         budget,
+        devices,
+        device_of,
     })
 }
 
@@ -135,6 +149,7 @@ pub(crate) fn show_json(run_dir: &Path) -> anyhow::Result<serde_json::Value> {
                 "final_speedup": c.final_result.as_ref().and_then(|r| r.speedup),
                 "resources": c.result.as_ref().map(|r| r.resources.clone()).unwrap_or_default(),
                 "workloads": workloads,
+                "device": v.device_of.get(&c.id),
             })
         })
         .collect();
@@ -154,6 +169,8 @@ pub(crate) fn show_json(run_dir: &Path) -> anyhow::Result<serde_json::Value> {
         "brain": v.brain, "executor": v.executor,
         "rounds": e.config().rounds, "best_candidate": v.best,
         "world_model": e.world_model().to_json(), "candidates": candidates, "answers_without_code": no_code,
+        "devices": v.devices.iter().map(|d| json!({"model": d.model, "node": d.node, "driver": d.driver,
+                   "evaluations": d.evaluations, "passed": d.passed})).collect::<Vec<_>>(),
         "budget": {"llm_calls": b.calls, "failed_llm_calls": b.failed_calls, "input_tokens": b.tokens_in,
                    "output_tokens": b.tokens_out, "dollars": b.dollars, "unpriced_calls": b.unpriced,
                    "evaluations": b.evaluations},
@@ -177,10 +194,20 @@ pub(crate) fn run(args: &ShowArgs) -> anyhow::Result<u8> {
         e.cycle_count(),
         e.candidates().len()
     );
+    // Numbers from different device models are not comparable as they stand: where the
+    // evaluations ran on several, say where, and name each candidate's.
+    let mixed = v.devices.len() > 1;
+    if mixed {
+        println!("devices ({}):", v.devices.len());
+        for line in device_lines(&v.devices) {
+            println!("  {line}");
+        }
+    }
     println!();
     println!("{}", e.world_model().render_compact(500, 100_000).trim_end());
     println!();
-    for line in attempt_lines(e) {
+    let no_devices = HashMap::new();
+    for line in attempt_lines(e, if mixed { &v.device_of } else { &no_devices }) {
         println!("{line}");
     }
     println!();
@@ -244,10 +271,28 @@ fn origin(e: &Engine, c: &Candidate) -> &'static str {
     }
 }
 
+/// `MODEL (node N): K evaluations (P passed), driver D`, one a device group.
+fn device_lines(devices: &[ksearch_report::DeviceGroup]) -> Vec<String> {
+    devices
+        .iter()
+        .map(|d| {
+            let plural = if d.evaluations == 1 { "" } else { "s" };
+            let driver = d.driver.as_ref().map(|v| format!(", driver {v}")).unwrap_or_default();
+            format!(
+                "{}: {} evaluation{plural} ({} passed){driver}",
+                d.label(),
+                d.evaluations,
+                d.passed
+            )
+        })
+        .collect()
+}
+
 /// Every attempt of the run, oldest first: the seed, each coder answer (with or without code)
 /// and each knob sweep variant, with its parent, description, verdict, final re-measurement,
-/// per-workload times and the first lines of its error.
-fn attempt_lines(e: &Engine) -> Vec<String> {
+/// per-workload times and the first lines of its error. `devices` names the device of each
+/// candidate's evaluation (empty: not named, all ran on one).
+fn attempt_lines(e: &Engine, devices: &HashMap<i64, String>) -> Vec<String> {
     let mut out = Vec::new();
     let recorded: Vec<&AttemptRecord> = e.attempts().iter().collect();
     let seeds = e
@@ -257,7 +302,7 @@ fn attempt_lines(e: &Engine) -> Vec<String> {
     let count = recorded.len() + seeds.clone().count();
     out.push(format!("attempts ({count}):"));
     for c in seeds {
-        out.extend(candidate_lines(e, c, "seed", None));
+        out.extend(candidate_lines(e, c, "seed", None, devices.get(&c.id)));
     }
     for a in recorded {
         match a.candidate.and_then(|id| e.candidate(id)) {
@@ -268,7 +313,7 @@ fn attempt_lines(e: &Engine) -> Vec<String> {
                     (None, Some(p)) => format!("knob sweep of candidate {p}"),
                     (None, None) => "knob sweep".to_string(),
                 };
-                out.extend(candidate_lines(e, c, &how, a.parent));
+                out.extend(candidate_lines(e, c, &how, a.parent, devices.get(&c.id)));
             }
             None => {
                 let kind = a.kind.map(|k| k.as_str()).unwrap_or("coder");
@@ -287,7 +332,7 @@ fn attempt_lines(e: &Engine) -> Vec<String> {
     out
 }
 
-fn candidate_lines(e: &Engine, c: &Candidate, how: &str, parent: Option<i64>) -> Vec<String> {
+fn candidate_lines(e: &Engine, c: &Candidate, how: &str, parent: Option<i64>, device: Option<&String>) -> Vec<String> {
     let mut result = c.result.as_ref().map(verdict).unwrap_or_else(|| "not evaluated".into());
     if let Some(f) = c.final_result.as_ref() {
         result.push_str(&format!("; final: {}", verdict(f)));
@@ -295,8 +340,9 @@ fn candidate_lines(e: &Engine, c: &Candidate, how: &str, parent: Option<i64>) ->
     if let Some((p, cmp)) = parent.and_then(|p| Some((p, e.compare_candidates(c.id, p)?))) {
         result.push_str(&format!("; {}", cmp.describe(&format!("candidate {p}"))));
     }
+    let on = device.map(|d| format!(" on {d}")).unwrap_or_default();
     let mut out = vec![format!(
-        "  candidate {} (round {}, node {}, {how}): {result}",
+        "  candidate {} (round {}, node {}, {how}){on}: {result}",
         c.id, c.round, c.node_id
     )];
     if let Some(d) = e.description(c.id) {
@@ -412,7 +458,7 @@ mod tests {
             ],
             vec![measured(100.0), measured(50.0), compile_error],
         );
-        let lines = attempt_lines(&e).join("\n");
+        let lines = attempt_lines(&e, &HashMap::new()).join("\n");
         assert!(lines.starts_with("attempts (4):"), "{lines}");
         assert!(
             lines.contains("candidate 1 (round 0, node root, seed): passed, 1.00x the reference"),

@@ -1,7 +1,9 @@
 //! `--executor ray` against a real local Ray head (127.0.0.1, two CPU worker slots) started by
 //! the test and stopped after it, even on failure: a CPU-task search reaches the same final
 //! state as a local run; a Ray worker killed mid-evaluation is re-run once and the candidate
-//! recorded once; a wrong address fails at once, naming it.
+//! recorded once; a wrong address fails at once, naming it; a head stopped mid-run stops the
+//! run cleanly (exit 1, the address and `ksearch resume` named, the evaluations in flight left
+//! pending) and `resume --executor local` evaluates those once each.
 //!
 //! Skipped (said on stderr) when `python3 -c 'import ray'` fails, unless KSEARCH_REQUIRE_RAY=1.
 
@@ -48,6 +50,7 @@ struct Head {
     child: Child,
     address: String,
     temp: tempfile::TempDir,
+    stopped: bool,
 }
 
 impl Head {
@@ -78,6 +81,7 @@ impl Head {
             child,
             address: format!("127.0.0.1:{port}"),
             temp,
+            stopped: false,
         };
         let ready = format!(
             "import ray; ray.init(address='{}', logging_level='ERROR'); \
@@ -100,17 +104,32 @@ impl Head {
     }
 }
 
-impl Drop for Head {
-    fn drop(&mut self) {
+impl Head {
+    /// Ends the head's process group (the GCS, the raylet, its workers); once.
+    fn stop(&mut self, grace: Duration) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
         let group = format!("-{}", self.child.id());
         let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
-        std::thread::sleep(Duration::from_secs(2));
+        std::thread::sleep(grace);
         let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.child.wait();
     }
 }
 
+impl Drop for Head {
+    fn drop(&mut self) {
+        self.stop(Duration::from_secs(2));
+    }
+}
+
 fn search(work: &Path, run_dir: &Path, extra: &[&str]) -> Run {
+    search_rounds(work, run_dir, "2", extra)
+}
+
+fn search_rounds(work: &Path, run_dir: &Path, rounds: &str, extra: &[&str]) -> Run {
     let task = fixture("tiny_softmax_tunable");
     let mut args = vec![
         "run",
@@ -118,7 +137,7 @@ fn search(work: &Path, run_dir: &Path, extra: &[&str]) -> Run {
         "--brain",
         "tuner",
         "--rounds",
-        "2",
+        rounds,
         "--seed",
         "3",
         "--json",
@@ -151,6 +170,43 @@ fn keys(recs: &[((i64, String), serde_json::Value)]) -> Vec<(i64, String)> {
     let mut k: Vec<_> = recs.iter().map(|(k, _)| k.clone()).collect();
     k.sort();
     k
+}
+
+/// Whether a `ksearch eval` of this head's workers is running now (its parent is a Ray worker
+/// of this head).
+fn evaluation_running(head: &Head) -> bool {
+    let marker = head.temp.path().to_string_lossy().into_owned();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let dir = entry.path();
+        let cmd = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if !(cmd.contains(" eval ") && cmd.contains("ksearch-ray-")) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+        let Some(ppid) = stat.rsplit(')').next().and_then(|s| s.split_whitespace().nth(1)) else {
+            continue;
+        };
+        let parent =
+            String::from_utf8_lossy(&std::fs::read(format!("/proc/{ppid}/cmdline")).unwrap_or_default()).into_owned();
+        let environ =
+            String::from_utf8_lossy(&std::fs::read(format!("/proc/{ppid}/environ")).unwrap_or_default()).into_owned();
+        if parent.contains("ray::") || parent.contains(&marker) || environ.contains(&marker) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Evaluation rows recorded so far (0 while the run has no store yet).
+fn recorded_count(run_dir: &Path) -> i64 {
+    let Ok(db) =
+        rusqlite::Connection::open_with_flags(run_dir.join("run.sqlite"), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+    else {
+        return 0;
+    };
+    db.query_row("SELECT COUNT(*) FROM evaluations", [], |r| r.get(0))
+        .unwrap_or(0)
 }
 
 /// Kills, once, the Ray worker process (the parent of a `ksearch eval` under this head's
@@ -272,4 +328,128 @@ fn a_wrong_ray_address_fails_at_once_naming_it() {
     // Without any address the flag's absence is named.
     let r = search(work.path(), &run_dir, &["--executor", "ray"]);
     assert!(r.stderr.contains("--ray-address"), "{}", r.stderr);
+}
+
+#[test]
+fn a_cluster_that_goes_away_stops_the_run_cleanly_and_resume_evaluates_what_was_in_flight() {
+    if skip() {
+        return;
+    }
+    let ksearch_bin = env!("CARGO_BIN_EXE_ksearch");
+    let mut head = Head::start();
+    let address = head.address.clone();
+    let work = tempfile::tempdir().unwrap();
+    let ray_args = [
+        "--executor",
+        "ray",
+        "--ray-address",
+        address.as_str(),
+        "--ray-ksearch",
+        ksearch_bin,
+        "--parallel",
+        "auto",
+    ];
+    let rounds = "3";
+    let run_dir = work.path().join("ray");
+
+    // The head is stopped once something is recorded and an evaluation is running on it.
+    let (stopped_head, run) = std::thread::scope(|s| {
+        let run = s.spawn(|| search_rounds(work.path(), &run_dir, rounds, &ray_args));
+        let start = Instant::now();
+        let mut stopped_head = false;
+        while start.elapsed() < Duration::from_secs(60) && !run.is_finished() {
+            if recorded_count(&run_dir) >= 1 && evaluation_running(&head) {
+                head.stop(Duration::ZERO);
+                stopped_head = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (stopped_head, run.join().unwrap())
+    });
+    assert!(
+        stopped_head,
+        "no evaluation was seen running after a recorded one:\n{}",
+        run.stderr
+    );
+    assert!(run.elapsed < Duration::from_secs(60), "{:?}", run.elapsed);
+
+    // A clean stop: exit 1, the address and the resume hint named, nothing recorded as failed.
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let j = run.json();
+    assert_eq!(j["status"], "executor_unavailable", "{j}");
+    let message = j["message"].as_str().unwrap_or("");
+    eprintln!("the stopped run says:\n{message}");
+    assert!(message.contains(&address), "{message}");
+    assert!(
+        message.contains(&format!("ksearch resume {}", run_dir.display())),
+        "{message}"
+    );
+    let pending: Vec<i64> = serde_json::from_value(j["pending"].clone()).unwrap();
+    assert!(!pending.is_empty(), "no evaluation was in flight: {j}");
+    let db = rusqlite::Connection::open(run_dir.join("run.sqlite")).unwrap();
+    let stop: serde_json::Value = serde_json::from_str(
+        &db.query_row("SELECT value FROM meta WHERE key = 'stopped'", [], |r| {
+            r.get::<_, String>(0)
+        })
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(stop["reason"], "executor_unavailable", "{stop}");
+    assert!(stop["detail"].as_str().unwrap_or("").contains(&address), "{stop}");
+    let failed: i64 = db
+        .query_row("SELECT COUNT(*) FROM events WHERE kind = 'request_failed'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(failed, 0, "an evaluation was recorded as failed");
+    let before = records(&run_dir);
+    assert!(!before.is_empty());
+    for (key, rec) in &before {
+        assert!(
+            !pending.contains(&key.0) || key.1 != "search",
+            "pending {key:?} was recorded: {rec}"
+        );
+    }
+    drop(db);
+
+    // Resumed here: the run finishes as the same search run locally does, each evaluation once.
+    let env = [("XDG_CONFIG_HOME", work.path().to_str().unwrap())];
+    let dir = run_dir.to_str().unwrap();
+    let resumed = ksearch_in(work.path(), &["resume", dir, "--executor", "local", "--json"], &env);
+    assert_eq!(resumed.code, 0, "{}\n{}", resumed.stdout, resumed.stderr);
+    assert_eq!(resumed.json()["status"], "finished", "{}", resumed.stdout);
+    let local_dir = work.path().join("local");
+    let local = search_rounds(work.path(), &local_dir, rounds, &[]);
+    assert_eq!(local.code, 0, "{}\n{}", local.stdout, local.stderr);
+    let after = records(&run_dir);
+    let mut ids = keys(&after);
+    let n = ids.len();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "an evaluation was recorded twice: {ids:?}");
+    // The same candidates searched, and as many re-measured (which ones are the fastest is up
+    // to the timings, here and there).
+    let local_keys = keys(&records(&local_dir));
+    let of = |keys: &[(i64, String)], purpose: &str| -> Vec<i64> {
+        keys.iter().filter(|(_, p)| p == purpose).map(|(c, _)| *c).collect()
+    };
+    assert_eq!(of(&ids, "search"), of(&local_keys, "search"), "{ids:?}\n{local_keys:?}");
+    assert_eq!(
+        of(&ids, "final").len(),
+        of(&local_keys, "final").len(),
+        "{ids:?}\n{local_keys:?}"
+    );
+    for c in &pending {
+        assert!(ids.iter().any(|(id, _)| id == c), "candidate {c} was never evaluated");
+    }
+    // What was recorded before the stop is still there, unchanged, and judged as a local run
+    // judges it (no record of the cluster's going away).
+    let local_recs = records(&local_dir);
+    for (key, rec) in &before {
+        assert!(after.iter().any(|(k, r)| k == key && r == rec), "{key:?} changed");
+        if key.1 == "search" {
+            let same = local_recs.iter().find(|(k, _)| k == key).map(|(_, r)| &r["status"]);
+            assert_eq!(Some(&rec["status"]), same, "{key:?}: {rec}");
+        }
+    }
 }

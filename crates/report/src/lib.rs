@@ -30,7 +30,7 @@ pub use chart::{best_so_far, comparison_chart, progress_chart, status_colour};
 pub use error::{ReportError, UnknownXAxis};
 pub use html::Renderer;
 pub use lineage::{lineage_rows, lineage_svg, LineageRow};
-pub use load::{load, load_at, noise_flag, NOISY_ABOVE, STALLED_AFTER_S};
+pub use load::{device_groups, device_of, load, load_at, noise_flag, NOISY_ABOVE, STALLED_AFTER_S};
 pub use model::*;
 pub use tree::{layout, tree_svg, Layout, TreeStyle};
 

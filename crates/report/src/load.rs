@@ -57,7 +57,17 @@ pub fn load_at(run_dir: &Path, now: f64) -> Result<RunReport, ReportError> {
     let brain = brain(meta("brain"));
     let origins: HashMap<i64, String> = candidate_rows.iter().map(|c| (c.id, c.origin.clone())).collect();
     let timeline = spending(&events, &rows, &exchanges, &evaluations);
-    let attempts = attempts(&engine, &origins, failed_code, &brain.kind, &events, &timeline);
+    let mut attempts = attempts(&engine, &origins, failed_code, &brain.kind, &events, &timeline);
+    let devices = device_groups(&evaluations);
+    // The device of each candidate's search evaluation (the latest, should there be several).
+    let device_of_candidate: HashMap<i64, String> = evaluations
+        .iter()
+        .filter(|e| e.purpose == "search")
+        .map(|e| (e.candidate_id, device_of(&e.record).label()))
+        .collect();
+    for a in &mut attempts {
+        a.device = a.candidate.and_then(|c| device_of_candidate.get(&c).cloned());
+    }
     let times: Vec<f64> = rows.iter().filter_map(|r| r.at.parse::<f64>().ok()).collect();
     let wall_seconds = match (times.first(), times.last()) {
         (Some(a), Some(b)) => (b - a).max(0.0),
@@ -105,6 +115,7 @@ pub fn load_at(run_dir: &Path, now: f64) -> Result<RunReport, ReportError> {
         best,
         tree: tree(&engine, best_id),
         provenance,
+        devices,
         outcomes: outcomes(&attempts),
         attempts,
     })
@@ -114,8 +125,8 @@ pub fn load_at(run_dir: &Path, now: f64) -> Result<RunReport, ReportError> {
 /// when, and the message that goes with it. Cleared (`null`) when a drive starts.
 #[derive(Debug, Clone, serde::Deserialize)]
 struct StopRecord {
-    /// `finished`, `budget`, `fatal`, `llm_unavailable`, `llm_refused`, `interrupted`, `error`,
-    /// `awaiting_agent` or `awaiting_evaluation`.
+    /// `finished`, `budget`, `fatal`, `llm_unavailable`, `llm_refused`, `executor_unavailable`,
+    /// `interrupted`, `error`, `awaiting_agent` or `awaiting_evaluation`.
     reason: String,
     at: f64,
     #[serde(default)]
@@ -129,6 +140,7 @@ fn stop_words(reason: &str) -> &str {
         "fatal" => "a request failed for good",
         "llm_unavailable" => "the LLM endpoint was unavailable",
         "llm_refused" => "the LLM endpoint refused the credentials",
+        "executor_unavailable" => "the executor became unavailable",
         "awaiting_evaluation" => "waiting for `ksearch evaluate`",
         "interrupted" => "interrupted",
         "error" => "ksearch failed",
@@ -215,6 +227,9 @@ fn resume_hint(kind: &str, reason: Option<&str>, run_dir: &Path) -> Option<Resum
             Some("once the endpoint answers again (nothing is lost: the request that failed last is kept unanswered)")
         }
         ("stopped", Some("llm_refused")) => Some("once the key works (the refused request is kept unanswered)"),
+        ("stopped", Some("executor_unavailable")) => Some(
+            "once the executor is back, or with `--executor local` (the evaluations it left unjudged stay pending)",
+        ),
         ("stopped", Some("interrupted")) => None,
         ("stalled", _) => Some("if its process is gone (killed, crashed, the machine restarted)"),
         _ => return None,
@@ -507,6 +522,7 @@ fn attempts(
                 final_status: None,
                 note: None,
                 resources: String::new(),
+                device: None,
                 spent: timeline.get(f.event).copied(),
             });
         }
@@ -530,6 +546,7 @@ fn attempts(
             final_status: c.final_result.as_ref().map(|r| r.status.clone()),
             note: c.note.clone(),
             resources: result.map(|r| resource_brief(&r.resources)).unwrap_or_default(),
+            device: None,
             spent: result
                 .and_then(|_| first_evaluated.get(&c.id))
                 .and_then(|&i| timeline.get(i))
@@ -827,6 +844,50 @@ fn workload_row(w: &Value) -> WorkloadRow {
     }
 }
 
+/// The device an evaluation record says it ran on (its `evaluations` count 1): the Ray node's
+/// GPU model and address (`node`) for a remote evaluation, else the GPU the harness saw, else
+/// the CPU's model.
+pub fn device_of(record: &Value) -> DeviceGroup {
+    let text = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_string);
+    let env = &record["provenance"]["environment"];
+    let node = &record["node"];
+    let model = text(&node["gpu"])
+        .or_else(|| text(&env["device"]["name"]))
+        .or_else(|| text(&env["cpu"]).map(|cpu| format!("CPU: {cpu}")))
+        .or_else(|| text(&record["provenance"]["device"]))
+        .unwrap_or_else(|| "unknown device".into());
+    DeviceGroup {
+        model,
+        node: text(&node["ip"]).or_else(|| text(&node["node_id"])),
+        driver: text(&node["driver"]).or_else(|| text(&env["device"]["driver"])),
+        evaluations: 1,
+        passed: usize::from(record["status"] == "passed"),
+    }
+}
+
+/// Evaluations grouped by device model and node ([`device_of`]), in the order each group first
+/// appears.
+pub fn device_groups(evaluations: &[EvaluationRow]) -> Vec<DeviceGroup> {
+    let mut out: Vec<DeviceGroup> = Vec::new();
+    for e in evaluations {
+        let d = DeviceGroup {
+            passed: usize::from(e.status == "passed"),
+            ..device_of(&e.record)
+        };
+        match out.iter_mut().find(|g| g.model == d.model && g.node == d.node) {
+            Some(g) => {
+                g.evaluations += 1;
+                g.passed += d.passed;
+                if g.driver.is_none() {
+                    g.driver = d.driver;
+                }
+            }
+            None => out.push(d),
+        }
+    }
+    out
+}
+
 /// Provenance rows from an evaluation record and the run's metadata.
 fn provenance(record: Option<&Value>, meta: &dyn Fn(&str) -> Option<Value>) -> Vec<KeyValue> {
     let mut out = Vec::new();
@@ -944,6 +1005,33 @@ fn tree(engine: &Engine, best: Option<i64>) -> Tree {
 mod tests {
     use super::*;
     use ksearch_search::engine::Candidate;
+
+    #[test]
+    fn a_records_device_is_its_ray_nodes_gpu_else_the_gpu_or_cpu_the_harness_saw() {
+        let env = |e: Value| serde_json::json!({"status": "passed", "provenance": {"device": "cpu", "environment": e}});
+        let mut ray = env(serde_json::json!({"cpu": "AMD EPYC"}));
+        ray["node"] = serde_json::json!({"ip": "10.0.0.2", "gpu": "NVIDIA H200", "driver": "580.1"});
+        let d = device_of(&ray);
+        assert_eq!(
+            (d.label(), d.driver.as_deref(), d.passed),
+            ("NVIDIA H200 (node 10.0.0.2)".to_string(), Some("580.1"), 1)
+        );
+        let gpu = device_of(&env(
+            serde_json::json!({"device": {"name": "NVIDIA A100", "driver": "535"}}),
+        ));
+        assert_eq!(
+            (gpu.label(), gpu.driver.as_deref()),
+            ("NVIDIA A100".to_string(), Some("535"))
+        );
+        assert_eq!(
+            device_of(&env(serde_json::json!({"cpu": "AMD EPYC"}))).label(),
+            "CPU: AMD EPYC"
+        );
+        // A Ray CPU node: its CPU, on its node.
+        let mut cpu_node = env(serde_json::json!({"cpu": "AMD EPYC"}));
+        cpu_node["node"] = serde_json::json!({"ip": "10.0.0.3"});
+        assert_eq!(device_of(&cpu_node).label(), "CPU: AMD EPYC (node 10.0.0.3)");
+    }
 
     fn candidate(id: i64, round: u32, cycle: u32, note: Option<&str>) -> Candidate {
         Candidate {

@@ -40,6 +40,10 @@ pub struct RunReport {
     pub tree: Tree,
     /// `(what, value)` rows: the device, driver, toolkit, compiler, seeds.
     pub provenance: Vec<KeyValue>,
+    /// Where the evaluations ran, by device model and node, in the order each first appears
+    /// (docs/ray.md): one entry for a run on one machine, several for a mixed cluster, where
+    /// numbers from different models are not comparable as they stand.
+    pub devices: Vec<DeviceGroup>,
     /// Attempts per status, and the most common reason of a failure: what an all-fail run
     /// needs to be diagnosed.
     pub outcomes: Outcomes,
@@ -84,6 +88,7 @@ impl RunReport {
                 nodes: vec![],
             },
             provenance: vec![],
+            devices: vec![],
             outcomes: Outcomes::default(),
         }
     }
@@ -262,10 +267,39 @@ pub struct Attempt {
     /// The compiler's resources per kernel in short (`30 regs, 1 KiB smem`); empty when the
     /// build reported none (CPU backends, failed builds, runs recorded before it existed).
     pub resources: String,
+    /// The device its search evaluation ran on ([`DeviceGroup::label`]); `None` while it is
+    /// being evaluated.
+    pub device: Option<String>,
     /// What the run had spent when this attempt's outcome was known (its evaluation, or the
     /// coder's answer that had no code): where it sits on the comparison chart when runs are
     /// compared by what they spent rather than by round. `None` while it is being evaluated.
     pub spent: Option<Spent>,
+}
+
+/// Evaluations that ran on one device model of one node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeviceGroup {
+    /// The GPU's model (`NVIDIA H200`), or the CPU's for CPU evaluations (`AMD EPYC`).
+    pub model: String,
+    /// The cluster node (its address) for a remote evaluation; `None`: the machine the run
+    /// ran on.
+    pub node: Option<String>,
+    /// The GPU driver's version, where the record names it.
+    pub driver: Option<String>,
+    /// Evaluations recorded there (search and final re-measurements alike).
+    pub evaluations: usize,
+    /// How many of them passed.
+    pub passed: usize,
+}
+
+impl DeviceGroup {
+    /// `NVIDIA H200 (node 10.0.0.2)`, or the model alone on the run's own machine.
+    pub fn label(&self) -> String {
+        match &self.node {
+            Some(node) => format!("{} (node {node})", self.model),
+            None => self.model.clone(),
+        }
+    }
 }
 
 /// What a run had spent at some moment, counted from its first event. The LLM's part counts
@@ -316,6 +350,7 @@ impl Attempt {
             final_status: None,
             note: None,
             resources: String::new(),
+            device: None,
             spent: Some(Spent::default()),
         }
     }

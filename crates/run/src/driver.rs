@@ -111,6 +111,13 @@ pub enum Stopped {
     LlmRefused {
         error: String,
     },
+    /// The executor became unavailable (a Ray cluster that went away): every result that came
+    /// back is recorded; the evaluations it left unjudged (`pending`: their candidates) stay
+    /// unanswered, so `resume` evaluates them once the executor (or another) works.
+    ExecutorUnavailable {
+        unavailable: crate::executor::Unavailable,
+        pending: Vec<i64>,
+    },
     /// Planner or coder requests wait for an external agent (agent mode): (id, role), oldest
     /// first. Nothing else is in flight.
     AwaitingAgent {
@@ -141,6 +148,14 @@ impl Stopped {
                 format!("{failures} requests failed in a row, each after its retries; the last: {error}"),
             ),
             Stopped::LlmRefused { error } => ("llm_refused", error.clone()),
+            Stopped::ExecutorUnavailable { unavailable, pending } => (
+                "executor_unavailable",
+                format!(
+                    "{unavailable}; {} evaluation(s) it left unjudged stay pending; `ksearch resume` continues \
+                     once it is back",
+                    pending.len()
+                ),
+            ),
             Stopped::AwaitingAgent { .. } => ("awaiting_agent", String::new()),
             Stopped::AwaitingEvaluation { evaluations, .. } => (
                 "awaiting_evaluation",
@@ -250,6 +265,8 @@ impl Driver<'_> {
             let mut unavailable: Option<(u32, String)> = None;
             // Set when the endpoint refused the credentials.
             let mut refused: Option<String> = None;
+            // Set when the executor became unavailable (the first report of it).
+            let mut lost_executor: Option<crate::executor::Unavailable> = None;
             // Evaluations started by this drive, and those left pending (deferred, or past --max).
             let mut started_evaluations = 0usize;
             loop {
@@ -257,6 +274,12 @@ impl Driver<'_> {
                     let id = done.request_id().to_string();
                     taken.remove(&id);
                     progress.finished(&id);
+                    if let Some(u) = done.executor_unavailable() {
+                        // Not answered, not recorded: the candidate was not judged (neither its
+                        // failure nor an infrastructure one), and `resume` evaluates it again.
+                        lost_executor.get_or_insert_with(|| u.clone());
+                        continue;
+                    }
                     if let Some(f) = done.auth_failure() {
                         // Not answered: a wrong key must not spend a round or close a node.
                         refused.get_or_insert(f.error.clone());
@@ -286,7 +309,10 @@ impl Driver<'_> {
                     }
                     continue;
                 }
-                let stopping = stop.load(Ordering::SeqCst) || unavailable.is_some() || refused.is_some();
+                let stopping = stop.load(Ordering::SeqCst)
+                    || unavailable.is_some()
+                    || refused.is_some()
+                    || lost_executor.is_some();
                 let mut agent: Vec<Request> = Vec::new();
                 let mut pending: Vec<Request> = Vec::new();
                 if !stopping {
@@ -381,6 +407,23 @@ impl Driver<'_> {
                         _ if unavailable.is_some() => {
                             let (failures, error) = unavailable.unwrap_or_default();
                             return Ok(Stopped::LlmUnavailable { failures, error });
+                        }
+                        _ if lost_executor.is_some() => {
+                            let pending = engine
+                                .in_flight()
+                                .into_iter()
+                                .filter_map(|r| match r {
+                                    Request::Evaluate { candidate_id, .. } => Some(*candidate_id),
+                                    _ => None,
+                                })
+                                .collect();
+                            return Ok(Stopped::ExecutorUnavailable {
+                                unavailable: lost_executor.clone().unwrap_or_else(|| crate::executor::Unavailable {
+                                    what: "the executor".into(),
+                                    why: "unknown".into(),
+                                }),
+                                pending,
+                            });
                         }
                         _ if stopping => return Ok(Stopped::Interrupted),
                         _ if !pending.is_empty() => return cx.await_evaluation(&pending, &agent),

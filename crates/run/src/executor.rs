@@ -70,7 +70,29 @@ fn is_zero(n: &u32) -> bool {
 #[derive(Debug)]
 pub struct EvalDone {
     pub device: Leased,
-    pub result: Result<Evaluation, EvalError>,
+    pub result: Result<Evaluation, ExecError>,
+}
+
+/// Why an executor gave back no record.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The evaluation could not run (the task, the harness, the node's `ksearch eval`): an
+    /// infrastructure failure of this evaluation, recorded as such.
+    #[error(transparent)]
+    Eval(#[from] EvalError),
+    /// The executor itself is gone (a Ray cluster that went away): the evaluation was not
+    /// judged, and no other can run through it. The driver stops the run with the candidate
+    /// left pending, for `resume`.
+    #[error(transparent)]
+    Unavailable(#[from] Unavailable),
+}
+
+/// An executor that became unavailable: which (`the Ray cluster at ADDR`) and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} became unavailable: {why}")]
+pub struct Unavailable {
+    pub what: String,
+    pub why: String,
 }
 
 /// Which executor a run uses; recorded in the run's metadata (`executor`).
@@ -136,7 +158,7 @@ impl Executor for Local {
             Err(e) => {
                 return EvalDone {
                     device: Leased::default(),
-                    result: Err(EvalError::Setup(e.to_string())),
+                    result: Err(EvalError::Setup(e.to_string()).into()),
                 }
             }
         };
@@ -167,7 +189,7 @@ impl Executor for Local {
                 uuid: lease.device().uuid.clone(),
                 node: None,
             },
-            result,
+            result: result.map_err(ExecError::from),
         }
     }
 }
@@ -195,7 +217,8 @@ impl Executor for Deferred {
             device: Leased::default(),
             result: Err(EvalError::Setup(
                 "internal: the deferred executor evaluates nothing; `ksearch evaluate` does".into(),
-            )),
+            )
+            .into()),
         }
     }
 }

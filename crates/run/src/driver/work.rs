@@ -2,7 +2,7 @@
 //! an evaluation on a leased device. Workers never touch the run store (the driver's loop is
 //! its only writer); they hand back a [`Done`] with everything to record.
 
-use crate::executor::Leased;
+use crate::executor::{ExecError, Leased, Unavailable};
 use crate::summary::summarize;
 use ksearch_eval::{EvalError, Evaluation};
 use ksearch_llm::{ChatRequest, LlmClient, LlmError, Message};
@@ -32,7 +32,7 @@ pub enum Done {
         candidate_id: i64,
         purpose: Purpose,
         device: Leased,
-        result: Box<Result<Evaluation, EvalError>>,
+        result: Box<Result<Evaluation, ExecError>>,
     },
 }
 
@@ -68,6 +68,18 @@ impl Done {
         match self {
             Done::Llm { answer: Ok(_), .. } => Some(Ok(())),
             Done::Llm { answer: Err(f), .. } if f.endpoint && !f.fatal => Some(Err(f.error.clone())),
+            _ => None,
+        }
+    }
+
+    /// The executor that became unavailable under this evaluation, if it did: the evaluation was
+    /// not judged, so it is not recorded (its request stays outstanding for `resume`).
+    pub fn executor_unavailable(&self) -> Option<&Unavailable> {
+        match self {
+            Done::Evaluation { result, .. } => match result.as_ref() {
+                Err(ExecError::Unavailable(u)) => Some(u),
+                _ => None,
+            },
             _ => None,
         }
     }
@@ -160,12 +172,15 @@ impl Done {
                         summary,
                     }
                 }
-                Err(EvalError::Task(p)) => Event::RequestFailed {
+                Err(ExecError::Eval(EvalError::Task(p))) => Event::RequestFailed {
                     request_id,
                     error: format!("the task is unusable: {p}"),
                     fatal: true,
                 },
-                Err(e) => Event::RequestFailed {
+                Err(ExecError::Unavailable(u)) => {
+                    anyhow::bail!("internal: an evaluation the executor never judged reached the store ({u})")
+                }
+                Err(ExecError::Eval(e)) => Event::RequestFailed {
                     request_id,
                     error: format!("the evaluator cannot run: {e}"),
                     fatal: true,

@@ -10,10 +10,15 @@
 //!
 //! Faults: a Ray worker or node that dies mid-evaluation is re-run once by the client, then
 //! reported as lost: an infrastructure failure ([`EvalError::Setup`]), never the candidate's.
-//! A cluster that goes away fails every evaluation in flight the same way, naming `ksearch
-//! resume`.
+//! A cluster that goes away (the head stops, its address refuses connections, the client
+//! dies) makes every evaluation in flight, and every later one, [`Unavailable`]: none of them
+//! is recorded, and the driver stops the run for `ksearch resume`. A watchdog tries the head's
+//! address every second, so that a cluster whose head is gone is noticed in seconds rather than
+//! after Ray's own reconnection timeout; a reply that is not a passing record is also checked
+//! against the address before it is believed (a worker killed because the head went down is the
+//! cluster's loss, not the node's).
 
-use super::{EvalDone, EvalJob, Leased, NodeInfo};
+use super::{EvalDone, EvalJob, ExecError, Leased, NodeInfo, Unavailable};
 use ksearch_eval::{CudaGraph, EvalError, Evaluation};
 use ksearch_spec::{Task, TaskOrigin};
 use serde::Deserialize;
@@ -21,7 +26,7 @@ use serde_json::json;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -87,7 +92,13 @@ struct Reply {
     attempts: u32,
 }
 
-type Waiters = Arc<Mutex<HashMap<u64, Sender<Reply>>>>;
+/// Jobs waiting for their reply; `None` once the client is gone (nothing more will come).
+type Waiters = Arc<Mutex<Option<HashMap<u64, Sender<Reply>>>>>;
+
+/// How often the watchdog tries the head's address, and the failed tries in a row after which
+/// the cluster is declared gone.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+const WATCH_FAILURES: u32 = 2;
 
 /// Whether the task's evaluations take a GPU on the cluster (anything but a C kernel, as a
 /// local run's default devices say).
@@ -99,8 +110,12 @@ pub fn wants_gpu(task: &Task) -> bool {
 pub struct Ray {
     address: String,
     stdin: Mutex<ChildStdin>,
-    child: Mutex<Child>,
+    child: Arc<Mutex<Child>>,
     waiters: Waiters,
+    /// Why the watchdog declared the cluster gone, once it did.
+    gone: Arc<Mutex<Option<String>>>,
+    /// Tells the watchdog to end (the executor is dropped).
+    done: Arc<AtomicBool>,
     next: AtomicU64,
     gpu: bool,
     nodes: Vec<NodeInfo>,
@@ -186,30 +201,43 @@ impl Ray {
             }
         };
         let lines = first.join().map_err(|_| connect("the client reader crashed".into()))?;
-        let waiters: Waiters = Arc::default();
+        let waiters: Waiters = Arc::new(Mutex::new(Some(HashMap::new())));
         let reader_waiters = waiters.clone();
         std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
                 let Ok(reply) = serde_json::from_str::<Reply>(&line) else {
                     continue;
                 };
-                let waiter = reader_waiters.lock().ok().and_then(|mut w| w.remove(&reply.id));
+                let waiter = reader_waiters
+                    .lock()
+                    .ok()
+                    .and_then(|mut w| w.as_mut().and_then(|w| w.remove(&reply.id)));
                 if let Some(w) = waiter {
                     let _ = w.send(reply);
                 }
             }
-            // The client is gone (the cluster went away and took it along, or it crashed):
-            // everyone still waiting hears so, dropping their senders.
+            // The client is gone (the cluster went away and took it along, the watchdog ended
+            // it, or it crashed): everyone still waiting hears so, dropping their senders, and
+            // no job waits on it from now on.
             if let Ok(mut w) = reader_waiters.lock() {
-                w.clear();
+                *w = None;
             }
         });
+        let child = Arc::new(Mutex::new(child));
+        let gone: Arc<Mutex<Option<String>>> = Arc::default();
+        let done = Arc::new(AtomicBool::new(false));
+        if watchable(&settings.address) {
+            let (address, child, gone, done) = (settings.address.clone(), child.clone(), gone.clone(), done.clone());
+            std::thread::spawn(move || watch(&address, &child, &gone, &done));
+        }
         let slots = if gpu { ready.gpus } else { ready.cpus };
         Ok(Ray {
             address: settings.address.clone(),
             stdin: Mutex::new(stdin),
-            child: Mutex::new(child),
+            child,
             waiters,
+            gone,
+            done,
             next: AtomicU64::new(0),
             gpu,
             nodes: ready.nodes,
@@ -227,28 +255,50 @@ impl Ray {
         &self.nodes
     }
 
-    fn lost_cluster(&self, why: &str) -> EvalError {
-        EvalError::Setup(format!(
-            "the Ray cluster at {} is gone ({why}); once it is back, `ksearch resume RUN_DIR` continues the run",
-            self.address
-        ))
+    /// The cluster is gone: this evaluation, and every later one, is not judged.
+    fn lost_cluster(&self, why: &str) -> ExecError {
+        let why = match self.gone.lock().ok().and_then(|g| g.clone()) {
+            Some(watched) => watched,
+            None => why.to_string(),
+        };
+        ExecError::Unavailable(Unavailable {
+            what: format!("the Ray cluster at {}", self.address),
+            why,
+        })
+    }
+
+    /// `Some(why)` when the head's address no longer answers (or the watchdog said so).
+    fn cluster_gone(&self) -> Option<String> {
+        if let Some(why) = self.gone.lock().ok().and_then(|g| g.clone()) {
+            return Some(why);
+        }
+        if !watchable(&self.address) {
+            return None;
+        }
+        check_address(&self.address).err().map(|e| match e {
+            RayError::Connect { why, .. } => why,
+            other => other.to_string(),
+        })
     }
 
     pub(crate) fn run(&self, job: EvalJob) -> EvalDone {
         let id = self.next.fetch_add(1, Ordering::SeqCst);
         let (tx, rx) = channel();
-        let fail = |e: EvalError| EvalDone {
+        let fail = |e: ExecError| EvalDone {
             device: Leased::default(),
             result: Err(e),
         };
         match self.waiters.lock() {
-            Ok(mut w) => {
-                w.insert(id, tx);
-            }
+            Ok(mut w) => match w.as_mut() {
+                Some(w) => {
+                    w.insert(id, tx);
+                }
+                None => return fail(self.lost_cluster("the Ray client exited")),
+            },
             Err(_) => {
-                return fail(EvalError::Setup(
+                return fail(ExecError::Eval(EvalError::Setup(
                     "internal: the Ray executor's state is poisoned".into(),
-                ))
+                )))
             }
         }
         let mut line = json!({
@@ -273,11 +323,23 @@ impl Ray {
         if let Some(why) = reply.cluster_lost {
             return fail(self.lost_cluster(&why));
         }
+        // Anything but a passing record may be the cluster going down under it (its workers
+        // die with the head): believed only while the head still answers.
+        let passed = reply
+            .record
+            .as_ref()
+            .and_then(|v| Evaluation::deserialize(v).ok())
+            .is_some_and(|e| e.passed());
+        if !passed {
+            if let Some(why) = self.cluster_gone() {
+                return fail(self.lost_cluster(&why));
+            }
+        }
         if let Some(why) = reply.lost {
-            return fail(EvalError::Setup(format!(
+            return fail(ExecError::Eval(EvalError::Setup(format!(
                 "the Ray worker evaluating it died {} times ({why}); the candidate was not judged",
                 reply.attempts
-            )));
+            ))));
         }
         let node = reply.node.unwrap_or_default();
         let device = Leased {
@@ -298,12 +360,51 @@ impl Ray {
                 reply.error.unwrap_or_else(|| "the node returned no record".into()),
             )),
         };
-        EvalDone { device, result }
+        EvalDone {
+            device,
+            result: result.map_err(ExecError::from),
+        }
+    }
+}
+
+/// Whether the address is one the watchdog can try over TCP (`HOST:PORT`, the head's GCS).
+fn watchable(address: &str) -> bool {
+    !(address.contains("://") || address == "auto" || address == "local")
+}
+
+/// Tries the head's address every [`WATCH_EVERY`]; after [`WATCH_FAILURES`] failures in a row
+/// it records why in `gone` and ends the client, so that every evaluation waiting on it hears
+/// at once that the cluster is gone.
+fn watch(address: &str, child: &Mutex<Child>, gone: &Mutex<Option<String>>, done: &AtomicBool) {
+    let mut failures = 0;
+    while !done.load(Ordering::SeqCst) {
+        std::thread::sleep(WATCH_EVERY);
+        match check_address(address) {
+            Ok(()) => failures = 0,
+            Err(e) => {
+                failures += 1;
+                if failures >= WATCH_FAILURES && !done.load(Ordering::SeqCst) {
+                    let why = match e {
+                        RayError::Connect { why, .. } => why,
+                        other => other.to_string(),
+                    };
+                    if let Ok(mut g) = gone.lock() {
+                        g.get_or_insert(why);
+                    }
+                    if let Ok(mut c) = child.lock() {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                    }
+                    return;
+                }
+            }
+        }
     }
 }
 
 impl Drop for Ray {
     fn drop(&mut self) {
+        self.done.store(true, Ordering::SeqCst);
         if let Ok(mut child) = self.child.lock() {
             let _ = child.kill();
             let _ = child.wait();
