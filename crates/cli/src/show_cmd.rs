@@ -112,6 +112,33 @@ fn view(run_dir: &Path) -> anyhow::Result<RunView> {
         ),
         None => ("not started".to_string(), None),
     };
+    // A run that is not finished but stopped for a reason the user must act on (an endpoint or
+    // a cluster that went away, Ctrl-C, an error) says so, instead of "waiting on": the
+    // `stopped` record is cleared whenever driving the run resumes (ksearch-run's driver).
+    let state = match (engine.pending(), store.meta("stopped")?) {
+        (Some(Request::Finished { .. }), _) | (_, None) => state,
+        (_, Some(stop)) => match (stop["reason"].as_str(), stop["detail"].as_str()) {
+            (
+                Some(
+                    reason @ ("interrupted"
+                    | "llm_unavailable"
+                    | "llm_refused"
+                    | "executor_unavailable"
+                    | "error"
+                    | "fatal"
+                    | "budget"),
+                ),
+                detail,
+            ) => {
+                let detail = detail
+                    .filter(|d| !d.is_empty())
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default();
+                format!("stopped ({reason}){detail}")
+            }
+            _ => state,
+        },
+    };
     Ok(RunView {
         engine,
         state,

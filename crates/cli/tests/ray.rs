@@ -416,6 +416,13 @@ fn a_cluster_that_goes_away_stops_the_run_cleanly_and_resume_evaluates_what_was_
     // Resumed here: the run finishes as the same search run locally does, each evaluation once.
     let env = [("XDG_CONFIG_HOME", work.path().to_str().unwrap())];
     let dir = run_dir.to_str().unwrap();
+    // Meanwhile `show` says why it stopped, not that it waits on the evaluator.
+    let shown = ksearch_in(work.path(), &["show", dir], &env);
+    assert!(
+        shown.stdout.contains("stopped (executor_unavailable)") && shown.stdout.contains(&address),
+        "{}",
+        shown.stdout
+    );
     let resumed = ksearch_in(work.path(), &["resume", dir, "--executor", "local", "--json"], &env);
     assert_eq!(resumed.code, 0, "{}\n{}", resumed.stdout, resumed.stderr);
     assert_eq!(resumed.json()["status"], "finished", "{}", resumed.stdout);
