@@ -575,8 +575,10 @@ fn a_run_stopped_while_the_endpoint_keeps_failing_continues_with_resume() {
     assert_eq!(r.json()["status"], "interrupted", "{}", r.stdout);
     let run_dir = setup.run_dir();
     let stopped = setup.show();
+    // Not "in progress": show says it was stopped, and how it continues.
     assert!(
-        stopped["state"].as_str().unwrap().starts_with("in progress"),
+        stopped["state"].as_str().unwrap().starts_with("stopped (interrupted)")
+            && stopped["state"].as_str().unwrap().contains("ksearch resume"),
         "{}",
         stopped["state"]
     );
