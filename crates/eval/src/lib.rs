@@ -8,8 +8,44 @@
 //! The child runs in its own process group with resource limits and a private temp dir; a crash,
 //! a hang or garbage on its pipes becomes a status with a reason, never a lost evaluation.
 //!
+//! The steps of one evaluation, each in its own module:
+//! - request building: the backend and device a solution runs on ([`backend_for`], [`Backend`])
+//!   and the JSON request the harness reads on stdin (docs/protocol.md, "Request");
+//! - the [`supervisor`]: the harness process in its own process group under resource limits,
+//!   bounded capture of its stdout (protocol lines) and stderr (the log), the timeout, the kill
+//!   of everything it started; and its seccomp guard, installed between fork and exec, which
+//!   keeps every process of the evaluation from signalling, tracing or re-limiting ksearch;
+//! - the [`warm`] fork server: on CUDA devices (elsewhere with `KSEARCH_WARM`) a server that
+//!   imported NumPy (and PyTorch, for the GPU backends) once forks one child per evaluation, so
+//!   the imports are paid once, not per evaluation; a server that cannot be used means a fresh
+//!   process, never a lost evaluation;
+//! - authentication of the protocol stream: a fresh key per evaluation, and every line the
+//!   harness writes carries an HMAC under it, so a line forged, replayed or reordered by the
+//!   candidate voids the record (docs/protocol.md, "Authenticated lines");
+//! - record assembly: the lines and how the process ended become an [`Evaluation`], with
+//!   [`SampleStats`] of the raw samples, speedups, and the checks that flag a timing as
+//!   `suspicious` (the roofline bound of the device, from ksearch-kb's hardware entries, and the
+//!   clock cross-checks);
+//! - GPU checks: the host clock against CUDA events (work on another stream or thread), and
+//!   compute-sanitizer's verdict ([`sanitizer`], [`EvalOptions::sanitize`]);
+//! - profiling: [`profile::profile`] runs the harness once more under Nsight Compute for advice
+//!   to the planner, never evidence.
+//!
+//! Entry points: [`evaluate`] with [`EvalOptions`] (and [`EvalError`] for what is no candidate's
+//! fault); [`check_sources`] alone, for the static checks; [`profile::profile`] after an
+//! evaluation that passed; [`harness`] for the interpreter and the embedded harness package.
+//! docs/threat-model.md lists what a hostile candidate can try and which of these steps stops it.
+//!
+//! This crate reads tasks and solutions through ksearch-spec and device peaks through ksearch-kb;
+//! ksearch-run (the search's executor), ksearch-cli (`ksearch eval`) and ksearch-import's tests
+//! call it. It stores nothing: the caller keeps the [`Evaluation`] (ksearch-store's
+//! `evaluations` table holds it as JSON).
+//!
 //! Backends ([`backend_for`]): `c` on the CPU; `cuda`, `triton` and `python` on a CUDA device
-//! through PyTorch (the python backend also on a CPU-only torch).
+//! through PyTorch (the python backend also on a CPU-only torch); `mlx` on MLX's GPU or CPU
+//! (docs/mlx.md).
+
+#![warn(missing_docs)]
 
 mod assemble;
 mod auth;
@@ -37,6 +73,8 @@ use ksearch_spec::{Problem, Solution, Task};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Why no evaluation could be made at all. A candidate's own failure is never one of these: it is
+/// a [`Status`] with a reason in the [`Evaluation`].
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
     /// The task itself is unusable (e.g. its reference cannot discriminate); tell its author.
@@ -45,12 +83,21 @@ pub enum EvalError {
     /// ksearch could not set up the evaluation (Python, the harness, a temp dir).
     #[error("{0}")]
     Setup(String),
+    /// The solution's language has no backend ([`backend_for`]).
     #[error("no evaluation backend runs '{language}' solutions yet (available: c, cuda, triton, python, mlx)")]
-    UnsupportedLanguage { language: String },
+    UnsupportedLanguage {
+        /// The solution's `spec.language`, as given.
+        language: String,
+    },
+    /// The backend of the solution's language cannot run on the device asked for (e.g. backend
+    /// c on `cuda:0`, or a malformed `cuda:N`).
     #[error("backend {backend} cannot run on device '{device}' (expected {expected})")]
     UnsupportedDevice {
+        /// The backend's name ([`Backend::name`]).
         backend: &'static str,
+        /// The device asked for.
         device: String,
+        /// The devices this backend accepts, in words (`cpu`, `cuda or cuda:N`, ...).
         expected: &'static str,
     },
 }
@@ -58,19 +105,30 @@ pub enum EvalError {
 /// CUDA-graph timing of GPU kernels (docs/protocol.md, Timing on a GPU).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CudaGraph {
-    /// Graphs for kernels whose warm-up replay took under 30 us, where launch overhead would
-    /// dominate; plain events otherwise.
+    /// No graphs while the harness's gate works (the launch is then outside the events anyway);
+    /// without a gate, graphs for kernels whose warm-up replay took under 30 us, where launch
+    /// overhead would dominate, and plain calls otherwise.
     #[default]
     Auto,
+    /// Capture each callee's call once into a CUDA graph and time its replays (a call that
+    /// cannot be captured falls back to plain calls).
     On,
+    /// Never capture: every timed call is a plain call between the events.
     Off,
 }
 
 /// Settings of one evaluation; task.toml gives the defaults, these override them.
 #[derive(Debug, Clone)]
 pub struct EvalOptions {
+    /// Seeds every input draw (docs/protocol.md, "Seeds and inputs"), so an evaluation can be
+    /// reproduced from its recorded [`Provenance::seed`]; it is never passed to the candidate.
     pub seed: u64,
+    /// Correctness trials per workload, each on a fresh draw of inputs; `None`: task.toml's
+    /// `[evaluation].trials`. At least 1 is run.
     pub trials: Option<u32>,
+    /// Wall-clock limit of the whole harness process (start-up, compile, every workload); at it
+    /// the process group is killed and the evaluation is a `timeout`. `None`: task.toml's
+    /// `timeout_s`. The compile step gets at most 30 s of it (120 s for backend cuda's nvcc).
     pub timeout: Option<Duration>,
     /// Address-space limit of the evaluation process, in bytes. CPU backends only: CUDA
     /// reserves far more virtual address space than it uses, so GPU evaluations run without one.
@@ -85,6 +143,8 @@ pub struct EvalOptions {
     pub device: Option<String>,
     /// nvcc's `-arch` for the cuda backend; `None`: read from the device (sm_90a on Hopper).
     pub arch: Option<String>,
+    /// Whether GPU timings replay CUDA graphs (cuda, triton and python backends; MLX and the c
+    /// backend ignore it).
     pub cuda_graph: CudaGraph,
     /// Where the cuda backend caches builds; `None` disables the cache.
     pub build_cache: Option<PathBuf>,

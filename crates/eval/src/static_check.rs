@@ -47,9 +47,14 @@ fn builtin_rules() -> &'static [Rule] {
 /// Why a candidate was rejected: where, what matched, and the rule's reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
+    /// The source file's path, as in the solution.
     pub file: String,
+    /// The 1-based line where the match starts (comments are blanked, not removed, so it is
+    /// the line in the original source).
     pub line: usize,
+    /// The text the rule's pattern matched, trimmed.
     pub matched: String,
+    /// The rule's reason (from rules/static_checks.toml or the task's `[checks]`).
     pub reason: String,
 }
 

@@ -3,13 +3,22 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Order statistics of one list of timing samples, in nanoseconds. Quantiles interpolate
+/// linearly between order statistics (NumPy's default method).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SampleStats {
+    /// Number of samples.
     pub n: usize,
+    /// The median: the figure speedups are computed from.
     pub median_ns: f64,
+    /// First quartile.
     pub q1_ns: f64,
+    /// Third quartile.
     pub q3_ns: f64,
+    /// Interquartile range, `q3_ns - q1_ns`: the spread, robust to the outliers a busy machine
+    /// adds.
     pub iqr_ns: f64,
+    /// The fastest sample.
     pub min_ns: f64,
 }
 

@@ -6,19 +6,39 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
+    /// Compiled, matched the reference on every trial and every timing call, and was timed
+    /// (under compute-sanitizer nothing is timed).
     Passed,
+    /// The build failed (the compiler's log is the reason).
     CompileError,
+    /// The candidate failed while it ran: an exception (its own, or the reference's or the
+    /// harness's once it had run in the process), its process crashing or exiting, a device
+    /// error, a missing symbol, compute-sanitizer errors, or protocol lines forged once its code
+    /// had run.
     RuntimeError,
+    /// The wall-clock limit or the CPU-time limit was reached.
     Timeout,
+    /// Returned outputs of the wrong number or shape (backends whose kernels return outputs).
     IncorrectShape,
+    /// A returned output of the wrong dtype, or not a tensor.
     IncorrectDtype,
+    /// Outputs out of tolerance in a trial or a timing call, or an input the candidate modified.
     IncorrectNumerical,
+    /// Refused before it ran: a static check on the source, or backend cuda's import check on
+    /// the compiled objects.
     Rejected,
+    /// The harness failed, not (as far as can be told) the candidate: a harness exception, a
+    /// death before candidate code ran, a broken protocol, no authenticated line at all or forged
+    /// lines before candidate code ran, a workload never reported, an unknown sanitizer verdict.
     HarnessError,
+    /// Not evaluated: the evaluation ended before this workload was reported (fail-fast, a
+    /// crash, a rejection), or its record was voided.
     NotRun,
 }
 
 impl Status {
+    /// The snake_case name used in the serialised record (and, for the statuses the harness
+    /// reports, in the protocol).
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Passed => "passed",

@@ -2,7 +2,7 @@
 //! timeout and after exit, so nothing the candidate started survives), resource limits, a
 //! private temp dir, a seccomp filter that keeps it (and whatever it runs: the compiler, the
 //! candidate in the GPU backends' shared process) from reaching ksearch or any other process
-//! ([`guard`]), and bounded capture of everything it writes.
+//! (guard.rs), and bounded capture of everything it writes.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -24,8 +24,10 @@ pub struct Limits {
     pub protocol_bytes: usize,
     /// Longest single protocol line.
     pub line_bytes: usize,
-    /// stderr kept: this many bytes from the start and from the end.
+    /// Bytes of stderr kept from its start.
     pub log_head_bytes: usize,
+    /// Bytes of stderr kept from its end; what lies between head and tail is replaced by a note
+    /// saying how many bytes were dropped.
     pub log_tail_bytes: usize,
 }
 
@@ -46,18 +48,28 @@ impl Default for Limits {
 /// How the process ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Exit {
+    /// It exited with this code (0 after `done` on success).
     Code(i32),
+    /// A signal ended it (its number): a crash, the OOM killer, SIGXCPU at the CPU-time limit.
     Signal(i32),
     /// Killed by us at the wall-clock limit.
     TimedOut,
 }
 
+/// What a supervised process produced: its protocol lines, how it ended, its bounded log.
+/// Nothing here is interpreted yet (lines are not verified or parsed: that is auth.rs and
+/// assemble.rs).
 #[derive(Debug)]
 pub struct Outcome {
     /// Protocol lines, in order; lines too long to keep are replaced by an error note.
     pub lines: Vec<Result<String, String>>,
+    /// How the process ended.
     pub exit: Exit,
+    /// Its stderr (what the harness and the candidate printed), bounded by
+    /// [`Limits::log_head_bytes`] and [`Limits::log_tail_bytes`].
     pub log: String,
+    /// Wall-clock time from the start (the spawn; on a warm server, asking for one) to the exit
+    /// or the kill at the timeout.
     pub elapsed: Duration,
     /// Processes the kernel's out-of-memory killer killed on this machine while the child ran
     /// (`oom_kill` of /proc/vmstat, after minus before); `None` where it cannot be read. Tells a

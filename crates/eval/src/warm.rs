@@ -26,10 +26,17 @@ const SERVER: &str = include_str!("warm_server.py");
 /// Why the warm path was not taken; the evaluation then runs in a fresh process.
 #[derive(Debug, thiserror::Error)]
 pub enum WarmError {
+    /// No server could be started or got ready (a spawn that failed, no ready line within
+    /// 120 s), or an earlier start for the same key failed: none is tried again after that.
     #[error("could not start the warm server: {0}")]
     Start(String),
+    /// The server failed this evaluation: it did not take the request, named no child within
+    /// 10 s, died, answered something unexpected, or did not reap a child killed at the
+    /// timeout. Such a server is dropped (its process group killed), not reused.
     #[error("the warm server failed: {0}")]
     Server(String),
+    /// The FIFOs for the child's stdout and stderr could not be made in the evaluation's
+    /// private dir.
     #[error("cannot set up the evaluation's pipes: {0}")]
     Pipes(std::io::Error),
     /// Not a failure: no server was ready, one is starting now for the evaluations after this
@@ -43,8 +50,13 @@ pub enum WarmError {
 /// the evaluation gets one when none is ready ([`mode`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Wanted<'a> {
+    /// The interpreter the server runs, the one a fresh process would run the harness with.
     pub python: &'a Path,
+    /// What the server imports before it forks ([`preload`]). With the interpreter and the
+    /// evaluation's environment (less `PYTHONPATH`) it is the server's key: evaluations share a
+    /// server only when all three are equal.
     pub modules: &'a [&'static str],
+    /// What to do when no server of that key is idle ([`mode`]).
     pub cold: ColdStart,
 }
 
