@@ -12,8 +12,8 @@ achieved TFLOP/s (4 L^2 D per head, half of it causal), and the kernel's time ov
 outputs are checked against an fp32 MLX reference under the task's tolerance (atol 5e-3, rtol
 2e-3) on heavy-tailed inputs; a kernel outside it fails the run (exit 1).
 
-Runs where MLX has a GPU (an Apple GPU, or MLX's CUDA backend: shared/device/mlx-cuda/prepare.sh
-brings it to the H200).
+Runs where MLX has a GPU (an Apple GPU, or MLX's CUDA backend, pip package mlx-cuda-13,
+on an NVIDIA GPU).
 """
 
 import argparse

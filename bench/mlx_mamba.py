@@ -51,8 +51,8 @@ each length (recorded, then in fp32 layer by layer). The patched model runs once
 length first, since a kernel is compiled for each new set of template constants (the length is
 one).
 
-Runs where MLX has a GPU (an Apple GPU, or MLX's CUDA backend: shared/device/mlx-cuda/prepare.sh
-brings MLX and mlx-lm to the H200). MLX_ENABLE_TF32=0 keeps fp32 products (the judge) in fp32.
+Runs where MLX has a GPU (an Apple GPU, or MLX's CUDA backend, pip package mlx-cuda-13, on an
+NVIDIA GPU). MLX_ENABLE_TF32=0 keeps fp32 products (the judge) in fp32.
 """
 
 import argparse
@@ -82,7 +82,7 @@ def _import_mamba():
         found = importlib.util.find_spec("mlx_lm")
         if found is None:
             sys.exit("mlx-lm is not installed (pip install mlx-lm, or "
-                     "shared/device/mlx-cuda/prepare.sh on the GPU machine)")
+                     "its wheel carried to a GPU machine without a package index)")
         package = types.ModuleType("mlx_lm")
         package.__path__ = list(found.submodule_search_locations)
         sys.modules["mlx_lm"] = package

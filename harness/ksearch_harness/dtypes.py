@@ -18,7 +18,7 @@ _NUMPY = {
 }
 _NO_NUMPY = ("bfloat16", "float8_e4m3", "float8_e5m2", "float4_e2m1")
 
-# EVALUATION.md's defaults; Rust normally sends a complete table, these only cover a gap.
+# ksearch's default tolerances (docs/task-format.md); Rust normally sends a complete table, these only cover a gap.
 # Integers and bool compare exactly. fp8/fp4 have no default: the task must choose.
 _DEFAULT_TOLERANCE = {"float64": 1e-4, "float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
 

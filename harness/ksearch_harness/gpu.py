@@ -386,7 +386,7 @@ class TorchMemory:
         return values
 
     def flush_l2(self):
-        """Evict the L2 cache: read and write a buffer twice its size (EVALUATION.md)."""
+        """Evict the L2 cache: read and write a buffer twice its size (docs/protocol.md, timing on a GPU)."""
         if not self.is_cuda:
             return
         if self._flush is None:

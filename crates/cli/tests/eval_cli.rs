@@ -1,5 +1,5 @@
 //! `ksearch eval` end to end: the real binary, the real harness, real C kernels.
-//! Each test guards one rule of EVALUATION.md and fails without it.
+//! Each test guards one rule of docs/threat-model.md and fails without it.
 
 mod common;
 use common::*;

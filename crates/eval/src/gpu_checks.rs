@@ -6,7 +6,7 @@ use crate::stats::SampleStats;
 use crate::status::Status;
 
 /// Event time this far below the host time (beyond the reference's own gap) means work the
-/// events did not see: another stream or thread (EVALUATION.md, Timing). Measured on an H200
+/// events did not see: another stream or thread (docs/protocol.md, timing on a GPU). Measured on an H200
 /// (bench/results/gpu-backends.md): an honest CUDA kernel called through ctypes shows a gap of
 /// about 35-50 us between the clocks (events, launch, a device-wide synchronise), the float64
 /// torch reference about 50-60 us, a PyTorch candidate 30-65 us; so a gap must exceed the

@@ -1,4 +1,4 @@
-//! The roofline sanity bound (EVALUATION.md, Timing): a candidate that moves more bytes or
+//! The roofline sanity bound (docs/protocol.md, roofline bound): a candidate that moves more bytes or
 //! computes more flops per second than the evaluated device can measured something other than
 //! its own work, and its timing is flagged (`Timing.suspicious`), not trusted.
 //!

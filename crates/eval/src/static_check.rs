@@ -263,7 +263,7 @@ mod tests {
         }]
     }
 
-    /// The Python-level hacks of EVALUATION.md, each refused with its reason (the candidates of
+    /// The Python-level hacks of docs/threat-model.md, each refused with its reason (the candidates of
     /// tests/adversarial/python go through `ksearch eval` in crates/cli/tests/adversarial.rs).
     #[test]
     fn python_hacks_are_rejected_with_their_reason() {

@@ -1,7 +1,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// The outcome of evaluating a candidate (EVALUATION.md's vocabulary, plus `not_run` for
+/// The outcome of evaluating a candidate (docs/protocol.md's vocabulary, plus `not_run` for
 /// workloads an earlier failure kept from running).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -1,5 +1,5 @@
 //! ksearch's knowledge base: hardware specs and the optimisation pattern library as versioned
-//! data (DESIGN.md, property 4 "Knowledge is data"), and the slice of it a prompt gets.
+//! data (knowledge is data, not code), and the slice of it a prompt gets.
 //!
 //! # Data
 //! The files live in the repository's `kb/` folder and are embedded in the binary at build time:

@@ -34,7 +34,7 @@ fn builtin_layers_and_families() {
     let metal = kb.translation("cuda-to-metal").unwrap();
     assert_eq!((metal.source.as_str(), metal.target.as_str()), ("cuda", "metal"));
     assert_eq!(metal.dialect, TargetKind::Metal);
-    // The mappings TRANSLATION.md names, each with the constraint that changes the design.
+    // The mappings the translation layer needs, each with the constraint that changes the design.
     for (from, to) in [
         ("__shared__", "threadgroup"),
         ("__syncthreads()", "threadgroup_barrier(mem_flags::mem_threadgroup)"),
@@ -50,7 +50,7 @@ fn builtin_layers_and_families() {
         assert!(!row.constraint.trim().is_empty());
     }
     assert!(metal.mappings.iter().any(|m| m.constraint.contains("32 KB")));
-    // Patterns named in TRANSLATION.md are cited on Metal.
+    // The patterns the translation layer names are cited on Metal.
     for id in [
         "simd-reductions",
         "exp2-trick",

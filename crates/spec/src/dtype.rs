@@ -91,7 +91,7 @@ impl DType {
         )
     }
 
-    /// The default tolerance of EVALUATION.md; `None` where the task must choose (fp8, fp4).
+    /// ksearch's default tolerance (docs/task-format.md); `None` where the task must choose (fp8, fp4).
     pub fn default_tolerance(self) -> Option<Tolerance> {
         match self {
             DType::Float64 | DType::Float32 => Some(Tolerance { atol: 1e-4, rtol: 1e-4 }),

@@ -2,7 +2,7 @@
 run(q, k, v, causal) -> out with q, k, v fp16 MLX arrays [B, H, L, D].
 
 On Apple GPUs MLX runs its own Metal attention kernels; through MLX's CUDA backend it uses
-cuDNN's fused attention for fp16 with head dim <= 128 (shared/TRANSLATION.md). The scale is the
+cuDNN's fused attention for fp16 with head dim <= 128 (MLX's CUDA backend source, mlx/backend/cuda). The scale is the
 task's, 1/sqrt(D); mask="causal" is MLX's lower-triangular mask (query i sees keys 0..i when the
 query and key lengths are equal, as here).
 """

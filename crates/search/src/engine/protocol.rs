@@ -40,7 +40,7 @@ pub struct TaskBrief {
     pub seed: Option<Vec<Source>>,
 }
 
-/// Knobs of the method (METHOD.md gives the published defaults).
+/// Knobs of the method (the K-Search paper, arXiv 2602.19128, gives the published defaults).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct EngineConfig {
