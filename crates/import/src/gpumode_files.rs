@@ -95,8 +95,12 @@ pub(crate) const MODULES: &str = "modules";
 /// Python that registers the folder's helper modules under their names (the reference's
 /// prelude: a definition's reference is self-contained, and is not a candidate).
 pub(crate) fn prelude(helpers: &[(String, String)]) -> String {
+    // `torch` at the top level: the harness hands a reference torch tensors when its module
+    // holds torch (harness/ksearch_harness/reference.py), and GPU MODE's reference.py lives in a
+    // module of its own, out of that sight; without it ref_kernel got NumPy arrays (on the H200:
+    // "tensor(): argument 'dtype' must be torch.dtype, not numpy...").
     let mut p = String::from(
-        "import sys as _ksearch_sys\nimport types as _ksearch_types\n\n\n\
+        "import sys as _ksearch_sys\nimport types as _ksearch_types\n\nimport torch as _ksearch_torch  # noqa: F401\n\n\n\
          def _ksearch_module(name, source):\n    \
          # The GPU MODE folder's helper module `name`, registered so that `from task import ...` works.\n    \
          module = _ksearch_sys.modules.get(name)\n    \

@@ -14,6 +14,12 @@ import sys
 import tomllib
 
 
+def _from_torch(value):
+    """harness/ksearch_harness/reference.py's test of a reference's namespace for torch."""
+    name = value.__name__ if isinstance(value, type(os)) else getattr(value, "__module__", None) or ""
+    return name == "torch" or name.startswith("torch.")
+
+
 def main(task_dir, standin_dir):
     if standin_dir == "torch":
         import torch
@@ -42,6 +48,12 @@ def main(task_dir, standin_dir):
 
         namespace = {}
         exec(compile(definition["reference"], "<definition.reference>", "exec"), namespace)
+        # The harness hands a reference torch tensors only when its module holds torch
+        # (harness/ksearch_harness/reference.py: a torch module, function or class at the top
+        # level); without it a torch reference would get NumPy arrays.
+        if not any(_from_torch(v) for v in namespace.values()):
+            raise AssertionError("the reference's module holds nothing of torch: the harness would "
+                                 "call it with NumPy arrays")
         reference = namespace["run"](**values)
         check("reference", reference, expected)
 
