@@ -98,11 +98,13 @@ while IFS= read -r yml; do
 done < <(find "$rk/problems" -name task.yml | sort)
 if [ "${JOBS:-1}" -gt 1 ] 2>/dev/null; then
   # Problems at once (pass/fail is what is measured here, not time): each row is one line
-  # appended to the rows file; the table is sorted afterwards.
+  # appended to the rows file; the table is sorted afterwards. Each job gets device locks of its
+  # own, so evaluations share the GPU instead of waiting for each other (their times, which
+  # the table does not report, are not the GPU's alone then).
   export -f one reason_of
   export out bin eval_on device import_timeout eval_timeout rows ONLY standin
   tr '\n' '\0' <"$jobs_file" | xargs -0 -P "$JOBS" -n 1 bash -c \
-    'IFS=$'"'"'\t'"'"' read -r s n k p <<<"$1"; one "$s" "$n" "$k" "$p"' _
+    'IFS=$'"'"'\t'"'"' read -r s n k p <<<"$1"; KSEARCH_DEVICE_LOCK_DIR=$(mktemp -d) one "$s" "$n" "$k" "$p"' _
 else
   while IFS=$'\t' read -r s n k p; do one "$s" "$n" "$k" "$p"; done <"$jobs_file"
 fi

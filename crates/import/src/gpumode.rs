@@ -285,7 +285,7 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
              starting candidate custom_kernel(data). The folder's helper modules (task, utils) are in the task's \
              {MODULES}/ folder, on the candidate's module path, so GPU MODE submissions' `from task import ...` works."
         )),
-        reference.trim_end(),
+        without_backend_settings(reference.trim_end()),
         seed_entry(first.rebuild.as_deref(), &inputs)
     );
     let mut checks_list: Vec<String> = found.notes.clone();
@@ -540,4 +540,45 @@ fn task_toml(
         t.push_str(&format!("writable_inputs = [{}]\n", names.join(", ")));
     }
     t
+}
+
+/// reference.py with its module-level `torch.backends.... = value` lines commented out, for the
+/// seed: ksearch's static checks refuse a candidate that assigns to a module's attribute (it
+/// could patch PyTorch itself), and the setting is made anyway, in the same process and before
+/// the candidate loads, by the reference (the definition runs reference.py as it is).
+pub(crate) fn without_backend_settings(reference: &str) -> String {
+    let setting = regex::Regex::new(r"^torch\.backends\.[A-Za-z0-9_.]+\s*=[^=]").ok();
+    reference
+        .lines()
+        .map(|line| match &setting {
+            Some(re) if re.is_match(line) => format!(
+                "# {line}  # ksearch: the reference (the task's definition) makes this setting before the candidate runs"
+            ),
+            _ => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod backend_settings_tests {
+    use super::without_backend_settings;
+
+    #[test]
+    fn module_level_backend_settings_leave_the_seed() {
+        let reference = "import torch\ntorch.backends.cudnn.allow_tf32 = False\ntorch.backends.cuda.matmul.allow_tf32=False\n\
+                         def f(x):\n    torch.backends.cudnn.benchmark = True\n    return x == 1\nflag = torch.backends.cudnn.enabled == True";
+        let seed = without_backend_settings(reference);
+        assert!(
+            seed.contains("# torch.backends.cudnn.allow_tf32 = False  # ksearch:"),
+            "{seed}"
+        );
+        assert!(
+            seed.contains("# torch.backends.cuda.matmul.allow_tf32=False  # ksearch:"),
+            "{seed}"
+        );
+        // Indented code and comparisons are the candidate's own business and stay.
+        assert!(seed.contains("\n    torch.backends.cudnn.benchmark = True\n"), "{seed}");
+        assert!(seed.ends_with("flag = torch.backends.cudnn.enabled == True"), "{seed}");
+    }
 }
