@@ -39,6 +39,7 @@ mod knobs;
 mod resources;
 mod solution;
 mod solution_fib;
+pub use solution_fib::to_flashinfer_bench;
 mod task;
 mod task_config;
 mod workload;

@@ -120,6 +120,93 @@ pub(crate) fn normalize(file: &str, mut value: Value) -> Result<Value, SpecError
     Ok(value)
 }
 
+/// A solution as FlashInfer-Bench's current Solution JSON (its pydantic `Solution`): `author`
+/// and a non-empty `target_hardware` are required there; ksearch's `c` becomes `cpp` (C11
+/// compiles as C++, but FlashInfer-Bench builds `cpp` through a binding, so the kernel needs a
+/// binding wrapper before FlashInfer-Bench can run it: the returned note says so); `mlx` has no
+/// counterpart and is refused. Returns the JSON and the notes a user should read.
+pub fn to_flashinfer_bench(
+    sol: &crate::Solution,
+    author: &str,
+    target_hardware: &[String],
+) -> Result<(Value, Vec<String>), SpecError> {
+    let file = format!("solution '{}'", sol.name);
+    let mut notes = Vec::new();
+    let language = match sol.spec.language.as_str() {
+        "python" | "triton" => sol.spec.language.clone(),
+        "cuda" => {
+            notes.push(
+                "the cuda entry is an extern \"C\" function taking raw pointers and the var axes \
+                 (ksearch's convention, docs/protocol.md); FlashInfer-Bench builds cuda through a \
+                 tvm-ffi or torch binding, so it needs a binding wrapper before FlashInfer-Bench \
+                 can run it"
+                    .to_string(),
+            );
+            "cuda".to_string()
+        }
+        "c" => {
+            notes.push(
+                "ksearch's c kernel is exported as cpp (FlashInfer-Bench has no c): its entry is an \
+                 extern C11 function taking raw pointers and the var axes, so it needs a tvm-ffi \
+                 or torch binding wrapper before FlashInfer-Bench can run it"
+                    .to_string(),
+            );
+            "cpp".to_string()
+        }
+        other => {
+            return Err(SpecError::one(
+                file,
+                "spec.language",
+                format!(
+                    "'{other}' has no FlashInfer-Bench counterpart (its languages: python, triton, \
+                     cuda, cpp, tilelang)"
+                ),
+            ))
+        }
+    };
+    if author.trim().is_empty() || target_hardware.is_empty() || target_hardware.iter().any(|h| h.is_empty()) {
+        return Err(SpecError::one(
+            file,
+            "",
+            "FlashInfer-Bench requires an author and at least one target hardware name",
+        ));
+    }
+    if let Some(empty) = sol.sources.iter().find(|s| s.content.is_empty()) {
+        return Err(SpecError::one(
+            file,
+            "sources",
+            format!("'{}' is empty, which FlashInfer-Bench refuses", empty.path),
+        ));
+    }
+    let mut spec = serde_json::Map::new();
+    spec.insert("language".into(), Value::String(language));
+    spec.insert("target_hardware".into(), serde_json::json!(target_hardware));
+    spec.insert("entry_point".into(), Value::String(sol.spec.entry_point.clone()));
+    spec.insert("dependencies".into(), serde_json::json!(sol.spec.dependencies));
+    spec.insert(
+        "destination_passing_style".into(),
+        Value::Bool(sol.spec.destination_passing_style),
+    );
+    let mut out = serde_json::Map::new();
+    out.insert("name".into(), Value::String(sol.name.clone()));
+    out.insert("definition".into(), Value::String(sol.definition.clone()));
+    out.insert("author".into(), Value::String(author.to_string()));
+    out.insert("spec".into(), Value::Object(spec));
+    out.insert("sources".into(), serde_json::json!(sol.sources));
+    let mut description = sol.description.clone().unwrap_or_default();
+    for n in &notes {
+        if !description.is_empty() {
+            description.push_str(". ");
+        }
+        description.push_str("Note: ");
+        description.push_str(n);
+    }
+    if !description.is_empty() {
+        out.insert("description".into(), Value::String(description));
+    }
+    Ok((Value::Object(out), notes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,5 +270,47 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("spec.build_commands"), "{e}");
+    }
+
+    #[test]
+    fn an_export_has_what_flashinfer_bench_requires_and_reads_back() {
+        let sol = crate::Solution {
+            name: "n".into(),
+            definition: "d".into(),
+            author: None,
+            spec: crate::BuildSpec {
+                language: "c".into(),
+                target_hardware: vec![],
+                entry_point: "k.c::softmax".into(),
+                dependencies: vec![],
+                destination_passing_style: true,
+            },
+            sources: vec![crate::SourceFile {
+                path: "k.c".into(),
+                content: "void softmax(void) {}".into(),
+            }],
+            description: Some("best of run r".into()),
+        };
+        let (j, notes) = to_flashinfer_bench(&sol, "ksearch (tuner)", &["cpu".into()]).unwrap();
+        assert_eq!(j["spec"]["language"], "cpp");
+        assert_eq!(j["spec"]["target_hardware"], json!(["cpu"]));
+        assert_eq!(j["author"], "ksearch (tuner)");
+        assert_eq!(notes.len(), 1);
+        assert!(j["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("best of run r. Note: ksearch's c kernel"));
+        // ksearch reads what it exports (cpp is refused as FlashInfer-Bench's binding language).
+        let err = normalize("f", j).unwrap_err().to_string();
+        assert!(err.contains("'cpp'"), "{err}");
+        let mlx = crate::Solution {
+            spec: crate::BuildSpec {
+                language: "mlx".into(),
+                ..sol.spec.clone()
+            },
+            ..sol.clone()
+        };
+        assert!(to_flashinfer_bench(&mlx, "a", &["cpu".into()]).is_err());
+        assert!(to_flashinfer_bench(&sol, "a", &[]).is_err());
     }
 }
