@@ -47,6 +47,13 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<u8> {
         .filter(|e| e.candidate_id == candidate.id && e.status == "passed")
         .max_by_key(|e| (e.purpose == "final", e.id))
         .map(|e| &e.record);
+    // The CPU backends record the device as `cpu` (the model is the CPU's, which
+    // FlashInfer-Bench does not name); a GPU by its model.
+    let on_cpu = record.is_some_and(|r| {
+        r["provenance"]["device"]
+            .as_str()
+            .is_some_and(|d| d == "cpu" || d.ends_with(":cpu"))
+    });
     let device = record.map(|r| ksearch_report::device_of(r).model);
     let summary = candidate.final_result.as_ref().or(candidate.result.as_ref());
     let speedup = summary
@@ -59,7 +66,10 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<u8> {
         candidate.round,
         device.as_deref().map(|d| format!(" on {d}")).unwrap_or_default()
     ));
-    let hardware = target_hardware(device.as_deref(), &open.task.config.targets, &solution.spec.language);
+    let hardware = match on_cpu {
+        true => vec!["cpu".to_string()],
+        false => target_hardware(device.as_deref(), &open.task.config.targets, &solution.spec.language),
+    };
     let author = format!("ksearch ({})", open.brain.describe());
     let (json, notes) = ksearch_spec::to_flashinfer_bench(&solution, &author, &hardware)
         .with_context(|| format!("{}: the best candidate cannot be exported", args.run_dir.display()))?;
