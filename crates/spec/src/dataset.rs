@@ -178,4 +178,37 @@ mod tests {
         );
         assert_eq!(dataset_root(Path::new("tasks/softmax/def.json")), None);
     }
+
+    #[test]
+    fn a_dataset_definition_becomes_a_task_folder_with_its_blobs() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/tests/fixtures/fib_dataset");
+        let def = root.join("definitions/softmax/tiny_fib_softmax.json");
+        let task = Task::load(&def.display().to_string()).unwrap();
+        let TaskOrigin::Dataset(files) = &task.origin else {
+            panic!("not a dataset task: {:?}", task.origin);
+        };
+        assert_eq!(task.dir(), Some(root.as_path()));
+        assert!(task.workloads.iter().all(|w| w.synthesized.is_empty()));
+        let listed = folder_files(files, &task).unwrap();
+        let names: Vec<&str> = listed.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "blob/workloads/softmax/tiny_fib_softmax/tiny_fib_softmax_blob-2x8.safetensors",
+                "definition.json",
+                "workloads.jsonl"
+            ]
+        );
+        // Written out, they load as a task folder, the blob found at the same relative path.
+        let dir = tempfile::tempdir().unwrap();
+        for (rel, bytes) in &listed {
+            let p = dir.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, bytes).unwrap();
+        }
+        let again = Task::load_folder(dir.path()).unwrap();
+        assert_eq!(again.definition.name, "tiny_fib_softmax");
+        assert!(again.workloads.iter().all(|w| w.synthesized.is_empty()));
+        assert!(task.file("task.toml").contains("task.toml's defaults"));
+    }
 }
