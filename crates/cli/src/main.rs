@@ -7,6 +7,7 @@ mod dashboard_cmd;
 mod doctor_cmd;
 mod eval_cmd;
 mod export_cmd;
+mod fib_trace;
 mod format;
 mod import_cmd;
 mod kb_cmd;

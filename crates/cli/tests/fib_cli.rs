@@ -51,6 +51,74 @@ fn a_dataset_definition_is_evaluated_with_its_workloads_and_blobs() {
 }
 
 #[test]
+fn an_evaluation_is_written_as_flashinfer_bench_traces() {
+    let dir = tempfile::tempdir().unwrap();
+    let traces = dir.path().join("traces.jsonl");
+    let r = ksearch(&[
+        "eval",
+        &definition(),
+        &solution("tiny_fib_softmax_c.json"),
+        "--json",
+        "--seed",
+        "5",
+        "--fib-traces",
+        traces.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&traces)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    for t in &lines {
+        assert_eq!(t["definition"], "tiny_fib_softmax");
+        assert_eq!(t["solution"], "tiny_fib_softmax_c");
+        let e = &t["evaluation"];
+        assert_eq!(e["status"], "PASSED");
+        assert_eq!(e["environment"]["hardware"], "cpu");
+        assert!(e["performance"]["latency_ms"].as_f64().unwrap() > 0.0);
+        assert!(e["performance"]["speedup_factor"].as_f64().unwrap() > 0.0);
+        assert!(e["correctness"]["max_absolute_error"].as_f64().is_some());
+    }
+    // The workload as the dataset gives it, its blob named relative to the dataset's root.
+    assert_eq!(
+        lines[1]["workload"]["inputs"]["x"]["path"],
+        "./blob/workloads/softmax/tiny_fib_softmax/tiny_fib_softmax_blob-2x8.safetensors"
+    );
+    // A kernel that does not compile: COMPILE_ERROR on every workload, without metrics.
+    let broken = std::fs::read_to_string(solution("tiny_fib_softmax_c.json"))
+        .unwrap()
+        .replace("double s = 0;", "double s = ;");
+    let (_d, bad) = write_temp("broken.json", &broken);
+    let r = ksearch(&[
+        "eval",
+        &definition(),
+        bad.to_str().unwrap(),
+        "--fib-traces",
+        traces.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let text = std::fs::read_to_string(&traces).unwrap();
+    let failed: Vec<serde_json::Value> = text.lines().skip(2).map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(failed.len(), 2, "{text}");
+    for t in &failed {
+        assert_eq!(t["evaluation"]["status"], "COMPILE_ERROR");
+        assert!(t["evaluation"].get("correctness").is_none() && t["evaluation"].get("performance").is_none());
+    }
+    if let Some(python) = fib_python() {
+        let done = Command::new(&python)
+            .arg(fixture("fib_check_solution.py"))
+            .arg(&traces)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&done.stdout);
+        assert!(done.status.success(), "FlashInfer-Bench refused the traces:\n{said}");
+        assert_eq!(said.matches("ok trace").count(), 4, "{said}");
+    }
+}
+
+#[test]
 fn an_older_solution_layout_is_read() {
     // dependencies: null and an empty build_commands, as FlashInfer-Bench wrote them before.
     let r = ksearch(&[
