@@ -36,6 +36,13 @@ class Conventions(unittest.TestCase):
         self.assertEqual(device["kind"], "cpu")
         self.assertIsNotNone(device["torch"])
 
+    def test_a_flashinfer_bench_dps_entry_gets_no_var_axes(self):
+        # FlashInfer-Bench calls a destination-passing entry as run(*inputs, *outputs).
+        source = ("import torch\n"
+                  "def run(x, y):\n"
+                  "    y.copy_(torch.softmax(x, dim=-1))\n")
+        self.passes(python_request(source, entry="run", calling="dps"))
+
     def test_returns_tuple_and_a_class_entry(self):
         self.passes(python_request(RETURNS))
         self.passes(python_request("import torch\ndef softmax(data):\n    (x,) = data\n"
@@ -106,3 +113,15 @@ class Bfloat16OnTheHost(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Signature(unittest.TestCase):
+    """Which dps entries are called without the var axes (no torch needed)."""
+
+    def test_exactly_the_inputs_and_outputs(self):
+        from ksearch_harness.backends.pymodule import _takes_exactly
+        self.assertTrue(_takes_exactly(lambda x, y: None, 2))
+        self.assertTrue(_takes_exactly(lambda x, y, **kw: None, 2))
+        self.assertFalse(_takes_exactly(lambda x, y, M, N: None, 2))
+        self.assertFalse(_takes_exactly(lambda x, *args: None, 2))
+        self.assertFalse(_takes_exactly(print, 2))

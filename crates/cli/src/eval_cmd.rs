@@ -67,6 +67,10 @@ pub(crate) struct EvalArgs {
     #[arg(long, value_name = "N", requires = "profile", default_value_t = ksearch_eval::profile::DEFAULT_CALLS,
           value_parser = clap::value_parser!(u32).range(1..=10))]
     profile_calls: u32,
+    /// Also append the evaluation to FILE as FlashInfer-Bench traces, one JSON line a workload
+    /// (docs/task-format.md, "FlashInfer-Bench datasets and solutions").
+    #[arg(long, value_name = "FILE", conflicts_with = "build_only")]
+    fib_traces: Option<std::path::PathBuf>,
     /// Evaluate the solution N times in this one process, printing one JSON line each (the
     /// first pays the harness's start-up; the later ones show what a warm server saves:
     /// bench/eval_cost_gpu.sh). Each uses the same seed.
@@ -181,6 +185,9 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
         }
         evaluation.profile = Some(profile);
     }
+    if let Some(path) = &args.fib_traces {
+        append_traces(path, &task, &solution.name, &evaluation)?;
+    }
     if args.json {
         let mut json = serde_json::to_value(&evaluation).context("cannot encode the evaluation as JSON")?;
         if args.build_only {
@@ -254,6 +261,36 @@ fn print_build(e: &Evaluation) {
             e.reason.as_deref().unwrap_or("")
         );
     }
+}
+
+/// Appends the evaluation's FlashInfer-Bench traces to `path` (created if absent).
+fn append_traces(path: &std::path::Path, task: &Task, solution: &str, evaluation: &Evaluation) -> anyhow::Result<()> {
+    use std::io::Write;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let (traces, left_out) = crate::fib_trace::traces(task, solution, evaluation, now);
+    let mut text = String::new();
+    for t in &traces {
+        text.push_str(&t.to_string());
+        text.push('\n');
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    file.write_all(text.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    if left_out > 0 {
+        eprintln!(
+            "ksearch: --fib-traces: {left_out} workload(s) left out of {}: FlashInfer-Bench has no status for them \
+             (not run, or a failure of ksearch's harness rather than of the solution)",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// The harness needs about this much address space for Python, NumPy and OpenBLAS.

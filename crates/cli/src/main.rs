@@ -6,6 +6,8 @@ mod agent_cmd;
 mod dashboard_cmd;
 mod doctor_cmd;
 mod eval_cmd;
+mod export_cmd;
+mod fib_trace;
 mod format;
 mod import_cmd;
 mod kb_cmd;
@@ -54,6 +56,8 @@ enum Command {
     Sync(run_cmd::SyncArgs),
     /// Show a run: the world-model tree, the best candidate, the budget used.
     Show(show_cmd::ShowArgs),
+    /// Write a run's best candidate as a FlashInfer-Bench Solution JSON.
+    Export(export_cmd::ExportArgs),
     /// Write a run's report: one self-contained HTML page (charts, the tree, the best kernel).
     Report(report_cmd::ReportArgs),
     /// Serve a live view of runs in progress, several side by side (a local web page).
@@ -109,6 +113,7 @@ fn main() -> ExitCode {
         Command::Evaluate(args) => run_cmd::evaluate(&args),
         Command::Sync(args) => run_cmd::sync(&args),
         Command::Show(args) => show_cmd::run(&args),
+        Command::Export(args) => export_cmd::run(&args),
         Command::Report(args) => report_cmd::run(&args),
         Command::Dashboard(args) => dashboard_cmd::run(&args),
         Command::Agent(command) => agent_cmd::run(&command),

@@ -689,46 +689,59 @@ impl<'e> Shared<'e> {
         language: &str,
         sources: &[Source],
     ) -> Result<Solution, String> {
-        let entry = self.task.config.kernel.entry.clone().unwrap_or_else(|| "kernel".into());
-        let default = engine.task().map(|t| t.default_file.clone()).unwrap_or_default();
-        let entry_file = sources
-            .iter()
-            .find(|s| s.path == default)
-            .or_else(|| sources.iter().find(|s| language_of(&s.path).is_some()))
-            .or(sources.first())
-            .map(|s| s.path.clone())
-            .unwrap_or(default);
-        // A candidate's language follows its entry file, so a task may take kernels in several
-        // languages (a CUDA seed, a Triton template); the task's language is the fallback.
-        let task_language = &self.task.config.kernel.language;
-        let language = language_of_in(&entry_file, task_language).unwrap_or(language);
-        let destination_passing_style =
-            matches!(language, "c" | "cuda") || self.task.config.kernel.calling == ksearch_spec::Calling::Dps;
-        let solution = Solution {
-            name: format!("candidate-{candidate_id}"),
-            definition: self.task.definition.name.clone(),
-            author: Some("ksearch".into()),
-            spec: BuildSpec {
-                language: language.to_string(),
-                target_hardware: vec![],
-                entry_point: format!("{entry_file}::{entry}"),
-                dependencies: vec![],
-                destination_passing_style,
-            },
-            sources: sources
-                .iter()
-                .map(|s| SourceFile {
-                    path: s.path.clone(),
-                    content: s.content.clone(),
-                })
-                .collect(),
-            description: None,
-        };
-        solution
-            .validate(&format!("candidate {candidate_id}"), self.task)
-            .map_err(|e| e.to_string())?;
-        Ok(solution)
+        candidate_solution(self.task, engine, candidate_id, language, sources)
     }
+}
+
+/// Candidate `candidate_id` of a run of `task` (written in `language`, made of `sources`) as a
+/// solution of the task, as the run evaluates it: its entry file and symbol, its language and
+/// calling convention; `Err` says why it cannot be one.
+pub fn candidate_solution(
+    task: &ksearch_spec::Task,
+    engine: &Engine,
+    candidate_id: i64,
+    language: &str,
+    sources: &[Source],
+) -> Result<Solution, String> {
+    let entry = task.config.kernel.entry.clone().unwrap_or_else(|| "kernel".into());
+    let default = engine.task().map(|t| t.default_file.clone()).unwrap_or_default();
+    let entry_file = sources
+        .iter()
+        .find(|s| s.path == default)
+        .or_else(|| sources.iter().find(|s| language_of(&s.path).is_some()))
+        .or(sources.first())
+        .map(|s| s.path.clone())
+        .unwrap_or(default);
+    // A candidate's language follows its entry file, so a task may take kernels in several
+    // languages (a CUDA seed, a Triton template); the task's language is the fallback.
+    let task_language = &task.config.kernel.language;
+    let language = language_of_in(&entry_file, task_language).unwrap_or(language);
+    let destination_passing_style =
+        matches!(language, "c" | "cuda") || task.config.kernel.calling == ksearch_spec::Calling::Dps;
+    let solution = Solution {
+        name: format!("candidate-{candidate_id}"),
+        definition: task.definition.name.clone(),
+        author: Some("ksearch".into()),
+        spec: BuildSpec {
+            language: language.to_string(),
+            target_hardware: vec![],
+            entry_point: format!("{entry_file}::{entry}"),
+            dependencies: vec![],
+            destination_passing_style,
+        },
+        sources: sources
+            .iter()
+            .map(|s| SourceFile {
+                path: s.path.clone(),
+                content: s.content.clone(),
+            })
+            .collect(),
+        description: None,
+    };
+    solution
+        .validate(&format!("candidate {candidate_id}"), task)
+        .map_err(|e| e.to_string())?;
+    Ok(solution)
 }
 
 /// One line per evaluation: round, node, candidate, verdict, best so far.

@@ -35,7 +35,7 @@ pub mod summary;
 pub mod sync;
 
 pub use brains::{BrainSpec, Brains};
-pub use driver::{answer_format, placement, Stopped};
+pub use driver::{answer_format, candidate_solution, placement, Stopped};
 pub use error::RunError;
 
 /// A fresh seed for an evaluation's input generator, when the user gives none.

@@ -29,6 +29,8 @@ pub fn write(task: &Task, run_dir: &Path) -> anyhow::Result<SnapshotMeta> {
         TaskOrigin::Builtin(name) => ksearch_spec::builtin_task_files(name)
             .with_context(|| format!("the built-in task '{name}' has no files"))?,
         TaskOrigin::Folder(dir) => read_tree(dir)?,
+        // A FlashInfer-Bench dataset's definition: its files become a task folder.
+        TaskOrigin::Dataset(files) => ksearch_spec::dataset_folder_files(files, task)?,
     };
     let dest = run_dir.join(TASK_DIR);
     for (rel, bytes) in &files {

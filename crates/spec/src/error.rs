@@ -127,6 +127,19 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(file: &str, text: &str)
     })
 }
 
+/// Deserialises an already parsed JSON value into `T`, reporting the path of the first field
+/// that does not fit.
+pub(crate) fn parse_value<T: serde::de::DeserializeOwned>(
+    file: &str,
+    value: serde_json::Value,
+) -> Result<T, SpecError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { String::new() } else { path };
+        SpecError::one(file, field, strip_position(&e.into_inner().to_string()))
+    })
+}
+
 /// serde_json appends " at line L column C" to its messages; we report positions ourselves.
 fn strip_position(message: &str) -> String {
     match message.rfind(" at line ") {

@@ -30,6 +30,7 @@
 #![warn(missing_docs)]
 
 pub mod annotations;
+mod dataset;
 mod definition;
 mod dtype;
 mod error;
@@ -37,10 +38,13 @@ mod expertise;
 mod knobs;
 mod resources;
 mod solution;
+mod solution_fib;
+pub use solution_fib::to_flashinfer_bench;
 mod task;
 mod task_config;
 mod workload;
 
+pub use dataset::{dataset_root, folder_files as dataset_folder_files, workload_candidates, DatasetFiles};
 pub use definition::{Axis, Definition, TensorSpec};
 pub use dtype::{DType, Tolerance};
 pub use error::{Problem, SpecError};

@@ -1,6 +1,6 @@
 //! Solutions: FlashInfer-Bench Solution JSON, or one bare source file.
 
-use crate::error::{parse_json, Problems, SpecError};
+use crate::error::{parse_json, parse_value, Problems, SpecError};
 use crate::task::Task;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -69,7 +69,9 @@ impl Solution {
             source,
         })?;
         if path.extension().is_some_and(|e| e == "json") {
-            let sol: Solution = parse_json(&file, &text)?;
+            let value: serde_json::Value = parse_json(&file, &text)?;
+            let value = crate::solution_fib::normalize(&file, value)?;
+            let sol: Solution = parse_value(&file, value)?;
             sol.validate(&file, task)?;
             Ok(sol)
         } else {

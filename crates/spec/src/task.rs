@@ -19,6 +19,9 @@ pub enum TaskOrigin {
     Folder(PathBuf),
     /// Compiled into the binary; the name of its folder under `tasks/`.
     Builtin(String),
+    /// A definition file of a FlashInfer-Bench dataset, taken as it is (docs/task-format.md,
+    /// "FlashInfer-Bench datasets"): its workloads from the dataset, task.toml's defaults.
+    Dataset(crate::dataset::DatasetFiles),
 }
 
 /// A loaded, fully validated task: everything the search, the evaluator and the prompts need to
@@ -44,7 +47,9 @@ pub struct Task {
 }
 
 impl Task {
-    /// `arg` is a path (a task folder or its definition.json) or a built-in task's name.
+    /// `arg` is a path (a task folder, its definition.json, or a definition file of a
+    /// FlashInfer-Bench dataset, `DATASET/definitions/<op_type>/<name>.json`) or a built-in
+    /// task's name.
     pub fn load(arg: &str) -> Result<Task, SpecError> {
         let path = Path::new(arg);
         if path.is_dir() {
@@ -55,7 +60,12 @@ impl Task {
                 .parent()
                 .filter(|p| !p.as_os_str().is_empty())
                 .unwrap_or(Path::new("."));
-            return Task::load_folder(dir);
+            // A file of a task folder (its definition.json, or any file beside one) names the
+            // folder; any other definition file is read from its dataset.
+            if path.file_name().is_some_and(|n| n == "definition.json") || dir.join("definition.json").is_file() {
+                return Task::load_folder(dir);
+            }
+            return crate::dataset::load(path);
         }
         if BUILTIN_TASKS.get_dir(arg).is_some() && !arg.contains('/') {
             return Task::load_builtin(arg);
@@ -93,7 +103,7 @@ impl Task {
         Task::assemble(TaskOrigin::Builtin(name.to_string()), &read, &exists)
     }
 
-    fn assemble(
+    pub(crate) fn assemble(
         origin: TaskOrigin,
         read: &dyn Fn(&str) -> Result<Option<String>, SpecError>,
         exists: &dyn Fn(&str) -> bool,
@@ -222,6 +232,7 @@ impl Task {
         // built-in task, which has none).
         let task_dir = match &origin {
             TaskOrigin::Folder(dir) => Some(dir.as_path()),
+            TaskOrigin::Dataset(files) => Some(files.root.as_path()),
             TaskOrigin::Builtin(_) => None,
         };
         let expertise = gather(
@@ -264,10 +275,12 @@ impl Task {
         display_path(&self.origin, name)
     }
 
-    /// The folder on disk, for inputs stored beside the definition (safetensors).
+    /// The folder on disk that safetensors paths are relative to: the task folder, or a
+    /// dataset's root.
     pub fn dir(&self) -> Option<&Path> {
         match &self.origin {
             TaskOrigin::Folder(p) => Some(p),
+            TaskOrigin::Dataset(files) => Some(&files.root),
             TaskOrigin::Builtin(_) => None,
         }
     }
@@ -277,6 +290,7 @@ fn display_path(origin: &TaskOrigin, name: &str) -> String {
     match origin {
         TaskOrigin::Folder(dir) => dir.join(name).display().to_string(),
         TaskOrigin::Builtin(task) => format!("tasks/{task}/{name} (built-in)"),
+        TaskOrigin::Dataset(files) => crate::dataset::display(files, name),
     }
 }
 

@@ -5,7 +5,9 @@ process from the private build folder, and its entry is called with torch tensor
 kernels inside (Triton compiles them at their first call, which is a correctness call, never
 a timed one). Calling conventions, `candidate.calling` (docs/protocol.md):
 
-  dps      entry(*inputs, *outputs, *var_axes), writing the outputs in place;
+  dps      entry(*inputs, *outputs, *var_axes), writing the outputs in place; an entry
+           whose signature takes exactly the inputs and outputs (FlashInfer-Bench's
+           destination-passing style) is called without the var axes;
   returns  entry(*inputs), returning the output, or a tuple of outputs in definition order;
   tuple    entry(tuple(inputs)), returning likewise (GPU MODE's custom_kernel(data)).
 
@@ -108,6 +110,21 @@ class Backend(GpuBackend):
         return entry
 
 
+def _takes_exactly(function, count):
+    """Whether `function` takes exactly `count` positional parameters (no *args), as a
+    FlashInfer-Bench destination-passing entry `run(*inputs, *outputs)` does; one that also
+    takes the var axes (ksearch's `dps`), or whose signature cannot be read, does not."""
+    try:
+        params = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return False
+    return len(positional) == count
+
+
 class TritonBackend(Backend):
     name = "triton"
     allow_cpu = False
@@ -120,6 +137,9 @@ class _Kernel:
         self._calling = calling
         self._spec = spec
         self._axes = tuple(int(axes[name]) for name in spec.var)
+        if calling == "dps" and _takes_exactly(function, len(spec.inputs) + len(spec.outputs)):
+            # FlashInfer-Bench's destination-passing style: run(*inputs, *outputs), no axes.
+            self._axes = ()
         self._mem = mem
         self._torch = torch
         # Kernels launched on torch's current stream can be captured into a CUDA graph.

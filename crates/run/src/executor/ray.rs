@@ -423,6 +423,30 @@ fn task_payload(task: &Task) -> Result<serde_json::Value, RayError> {
             collect(dir, dir, &mut files, &mut total)?;
             Ok(json!({"task": null, "files": files}))
         }
+        // A FlashInfer-Bench dataset's definition travels as the task folder it amounts to.
+        TaskOrigin::Dataset(dataset) => {
+            let mut files = serde_json::Map::new();
+            let mut total = 0usize;
+            let listed =
+                ksearch_spec::dataset_folder_files(dataset, task).map_err(|e| RayError::Task(e.to_string()))?;
+            for (rel, bytes) in listed {
+                let text = String::from_utf8(bytes).map_err(|_| {
+                    RayError::Task(format!(
+                        "{rel}: a binary file cannot be sent with a job (as a task folder's cannot)"
+                    ))
+                })?;
+                total += text.len();
+                if total > MAX_TASK_BYTES {
+                    return Err(RayError::Task(format!(
+                        "{} holds more than {} MiB",
+                        dataset.definition.display(),
+                        MAX_TASK_BYTES >> 20
+                    )));
+                }
+                files.insert(rel, json!(text));
+            }
+            Ok(json!({"task": null, "files": files}))
+        }
     }
 }
 
