@@ -16,14 +16,24 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum BrainSpec {
+    /// Live LLM calls, one provider per role (the same one when both roles name it).
     Llm {
+        /// The provider and model that plans: it edits the world model (the tree of hypotheses).
         planner: ProviderConfig,
+        /// The provider and model that writes the candidate kernels.
         coder: ProviderConfig,
+        /// The call, token and dollar limits shared by both roles; exchanges already in the run's store
+        /// count against them, so a resumed run cannot exceed them.
         budget: BudgetLimits,
     },
+    /// The answers recorded in another run's store, looked up by request key; no network calls
+    /// and no budget. A request the recorded run never made has no answer.
     Replay {
+        /// The run directory whose recorded exchanges are replayed.
         from: PathBuf,
+        /// The planner the recorded run used: part of each request key, so the keys match.
         planner: ProviderConfig,
+        /// The coder the recorded run used, for the same reason.
         coder: ProviderConfig,
     },
     /// An external agent answers both roles (`ksearch agent next|submit`, or `ksearch mcp`).
@@ -34,8 +44,11 @@ pub enum BrainSpec {
 
 /// The clients of the two roles; `None` where an external agent or the tuner answers.
 pub struct Brains {
+    /// The planner's client (live or replayed).
     pub planner: Option<LlmClient>,
+    /// The coder's client; it shares the planner's budget.
     pub coder: Option<LlmClient>,
+    /// The knob tuner built from the task's kernel template, for [`BrainSpec::Tuner`] only.
     pub tuner: Option<ksearch_search::tuner::Tuner>,
 }
 
@@ -181,6 +194,8 @@ impl BrainSpec {
         }
     }
 
+    /// A short human-readable name for the brains (`provider:model`, per role when they differ),
+    /// for status lines and summaries.
     pub fn describe(&self) -> String {
         match self {
             BrainSpec::Llm { planner, coder, .. } if planner == coder => format!("{}:{}", planner.name, planner.model),

@@ -54,17 +54,27 @@ impl BackendContract {
 /// base's entry for its target, when known), the platform, and this machine's CPU.
 #[derive(Debug, Clone, Copy)]
 pub struct Setting<'a> {
+    /// The task whose candidates the contract is for.
     pub task: &'a Task,
+    /// The knowledge base's hardware entry for the task's target device; `None` when it has
+    /// none, and the contract then names no device figures.
     pub device: Option<&'a HardwareSpec>,
+    /// The platform ksearch runs on (it picks an MLX task's kernel dialect).
     pub platform: Platform,
+    /// This machine's CPU and C compiler as probed, for the C backend's device and build lines;
+    /// `None` when not probed.
     pub host: Option<&'a HostCpu>,
 }
 
 /// A task whose language no backend takes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ContractError {
+    /// The task's `[kernel].language` is none of `c`, `cuda`, `triton`, `python`, `mlx`.
     #[error("kernel.language '{language}' has no backend (c, cuda, triton, python, mlx)")]
-    UnknownLanguage { language: String },
+    UnknownLanguage {
+        /// The language as task.toml spells it.
+        language: String,
+    },
 }
 
 /// The contract of the backend that evaluates `setting.task`'s candidates.

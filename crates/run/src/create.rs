@@ -17,8 +17,12 @@ use std::time::Duration;
 /// The engine settings a run is created with.
 #[derive(Debug, Clone)]
 pub struct SearchSettings {
+    /// Coder rounds before the run stops (`EngineConfig::rounds`, `--rounds`).
     pub rounds: u32,
+    /// How candidates are generated (`--strategy`).
     pub strategy: Strategy,
+    /// Share of `rounds` that knob sweeps of written kernels may use (`EngineConfig::knob_share`);
+    /// ignored, and recorded as 0, when the tuner is the brain.
     pub knob_share: f64,
     /// What the prompts cite from the knowledge base (`--context`).
     pub context: ksearch_kb::ContextLevel,
@@ -39,7 +43,10 @@ pub struct SearchSettings {
 /// A run directory just created (open and locked by this process, its task read back from its
 /// snapshot), and the seed of its evaluations.
 pub struct NewRun {
+    /// The run, open and locked, ready for [`crate::drive`].
     pub run: OpenRun,
+    /// The run's seed (the given one or a fresh one): recorded in the store's metadata, used as
+    /// the engine's `rng_seed`, and the root of every evaluation's input seed.
     pub run_seed: u64,
 }
 

@@ -37,6 +37,8 @@ pub struct DriveOptions {
 /// What a drive did and how it ended.
 #[derive(Debug)]
 pub struct Drove {
+    /// Why the drive returned: the run finished, waits for an agent or for evaluations, or was
+    /// stopped.
     pub stopped: Stopped,
     /// The engine as the drive left it.
     pub engine: Engine,

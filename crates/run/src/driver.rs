@@ -95,39 +95,54 @@ pub fn recorded_evaluations(store: &RunStore) -> anyhow::Result<RecordedEvaluati
 /// Why the loop returned.
 #[derive(Debug)]
 pub enum Stopped {
+    /// The engine finished the run (its `Finished` request, after the final re-measurement):
+    /// the round budget is spent, or a fatal LLM failure (the budget spent, among others) ended
+    /// the search early; the run's `stopped` record tells these apart.
     Finished {
+        /// The best passing candidate's id; `None` when no candidate passed.
         best: Option<i64>,
+        /// Why the engine ended the run, in words (the round budget is spent, ...).
         reason: String,
     },
+    /// Ctrl-C: the requests in flight were finished and recorded, nothing new was served;
+    /// `resume` continues the run.
     Interrupted,
     /// The LLM endpoint failed `failures` requests in a row (each after its own retries): the
     /// last one is kept unanswered, so `resume` asks it again once the endpoint works.
     LlmUnavailable {
+        /// LLM requests that failed in a row when the loop stopped asking (at least 3).
         failures: u32,
+        /// The last failure's error, in words.
         error: String,
     },
     /// The LLM endpoint refused the run's credentials (HTTP 401/403, a missing key): the request
     /// is kept unanswered, so `resume` asks it again once the key works.
     LlmRefused {
+        /// The endpoint's refusal, in words.
         error: String,
     },
     /// The executor became unavailable (a Ray cluster that went away): every result that came
     /// back is recorded; the evaluations it left unjudged (`pending`: their candidates) stay
     /// unanswered, so `resume` evaluates them once the executor (or another) works.
     ExecutorUnavailable {
+        /// Which executor went away, and why.
         unavailable: crate::executor::Unavailable,
+        /// The ids of the candidates whose evaluations stay outstanding.
         pending: Vec<i64>,
     },
     /// Planner or coder requests wait for an external agent (agent mode): (id, role), oldest
     /// first. Nothing else is in flight.
     AwaitingAgent {
+        /// The waiting requests: (request id, role: `planner` or `coder`).
         requests: Vec<(String, &'static str)>,
     },
     /// Evaluations wait for `ksearch evaluate` (a deferred run), or for the next one when this
     /// drive reached its `--max`: (request id, candidate id), oldest first. `agent` lists the
     /// requests that also wait for an agent. Nothing else is in flight.
     AwaitingEvaluation {
+        /// The waiting evaluations: (request id, candidate id).
         evaluations: Vec<(String, i64)>,
+        /// The requests that also wait for an agent: (request id, role).
         agent: Vec<(String, &'static str)>,
     },
 }

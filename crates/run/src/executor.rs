@@ -22,10 +22,16 @@ use serde::{Deserialize, Serialize};
 /// One evaluation, self-contained.
 #[derive(Debug, Clone)]
 pub struct EvalJob {
+    /// The engine's `Evaluate` request this job answers.
     pub request_id: String,
+    /// The candidate evaluated (its id in the engine and the store).
     pub candidate_id: i64,
+    /// A search evaluation or the final re-measurement.
     pub purpose: Purpose,
+    /// The candidate as a solution of the task (its sources and build).
     pub solution: Solution,
+    /// The evaluation's options, with its input seed (derived from the run's seed, the candidate
+    /// and the purpose); [`Local`] fills in the leased device.
     pub opts: EvalOptions,
     /// Profile the candidate (Nsight Compute) once it passed (`ksearch run --profile`).
     pub profile: bool,
@@ -34,7 +40,10 @@ pub struct EvalJob {
 /// The device an evaluation ran on: the pool's label (`cuda:1`, `cpu:0`) and the GPU's UUID.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Leased {
+    /// The device's label: the pool's here, `ray:IP:GPU` (or `ray:IP:cpu`) on a Ray node;
+    /// empty when no device was leased.
     pub label: String,
+    /// The GPU's UUID (`GPU-…`); `None` for CPU slots and when no device was leased.
     pub uuid: Option<String>,
     /// The cluster node it ran on (remote executors); `None` here.
     pub node: Option<NodeInfo>,
@@ -44,14 +53,19 @@ pub struct Leased {
 /// which machine, GPU model and driver produced its numbers.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeInfo {
+    /// The node's Ray node id.
     #[serde(default)]
     pub node_id: String,
+    /// The node's IP address, as Ray reports it.
     #[serde(default)]
     pub ip: String,
+    /// The GPU's name, as `nvidia-smi` reports it; `None` without one (or without nvidia-smi).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<String>,
+    /// The NVIDIA driver version, as `nvidia-smi` reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver: Option<String>,
+    /// The GPU's UUID (`GPU-…`), as `nvidia-smi` reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_uuid: Option<String>,
     /// The node's `ksearch --version` (the start-up check).
@@ -69,7 +83,9 @@ fn is_zero(n: &u32) -> bool {
 /// What an evaluation produced.
 #[derive(Debug)]
 pub struct EvalDone {
+    /// Where it ran (default, empty, when it never got a device).
     pub device: Leased,
+    /// The evaluation's record (whatever the candidate did), or why there is none.
     pub result: Result<Evaluation, ExecError>,
 }
 
@@ -91,7 +107,9 @@ pub enum ExecError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{what} became unavailable: {why}")]
 pub struct Unavailable {
+    /// The executor, in words (`the Ray cluster at ADDR`).
     pub what: String,
+    /// Why it is taken as gone, in words.
     pub why: String,
 }
 
@@ -99,9 +117,12 @@ pub struct Unavailable {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExecutorKind {
+    /// [`Local`]: this machine's devices (the default).
     #[default]
     Local,
+    /// [`Deferred`]: candidates stay pending for `ksearch evaluate`.
     Deferred,
+    /// [`ray::Ray`]: the nodes of a Ray cluster (the run's `ray` metadata says which).
     Ray,
 }
 
@@ -139,6 +160,8 @@ pub trait Executor: Sync {
 
 /// Evaluations on this machine's devices.
 pub struct Local {
+    /// The devices evaluations lease, one evaluation per device at a time (see
+    /// [`crate::drive::device_pool`] for the default choice).
     pub pool: DevicePool,
 }
 

@@ -13,10 +13,17 @@ use std::path::{Path, PathBuf};
 
 /// A run directory opened to be driven (or read).
 pub struct OpenRun {
+    /// The run directory.
     pub dir: PathBuf,
+    /// The run's store (`run.sqlite`).
     pub store: RunStore,
+    /// The task the run evaluates against: its snapshot (checked against its hash), or for runs
+    /// made before snapshots the task their metadata names.
     pub task: Task,
+    /// The brains recorded when the run was made (`brain` in its metadata).
     pub brain: BrainSpec,
+    /// The executor recorded when the run was made; [`ExecutorKind::Local`] for runs made before
+    /// executors were recorded.
     pub executor: ExecutorKind,
     /// Held while this process changes the run; `None` for a reader.
     pub lock: Option<RunLock>,

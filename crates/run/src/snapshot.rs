@@ -20,6 +20,7 @@ pub struct SnapshotMeta {
     pub dir: String,
     /// SHA-256 over every file's relative path and contents, in path order.
     pub sha256: String,
+    /// How many files the snapshot holds.
     pub files: usize,
 }
 

@@ -6,6 +6,10 @@ use ksearch_search::engine::{EvalSummary, WorkloadSummary};
 
 const LOG_LINES: usize = 30;
 
+/// The summary of `e` that the engine records and the prompts show: `relative_noise` is the
+/// largest IQR/median of the candidate's timings over the workloads, the log is the compiler's
+/// on a compile error (else the harness's), cut to its last 30 lines, and only a profile that
+/// was taken is kept.
 pub fn summarize(e: &Evaluation) -> EvalSummary {
     let noise = e
         .workloads

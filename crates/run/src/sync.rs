@@ -17,7 +17,10 @@ pub enum Synced {
     /// The copy is this run as it stands: nothing to do.
     UpToDate,
     /// The copy's `new_events` events beyond this run's were taken.
-    FastForwarded { new_events: usize },
+    FastForwarded {
+        /// Events of the copy beyond this run's last one.
+        new_events: usize,
+    },
 }
 
 /// Takes the run in `from` into the run in `into` when it extends it. Holds both runs' locks.

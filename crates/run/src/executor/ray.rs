@@ -41,14 +41,25 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 /// a seed, a template); a bigger folder is refused rather than pushed through the cluster.
 const MAX_TASK_BYTES: usize = 16 << 20;
 
+/// Why a Ray executor could not be set up; nothing has been evaluated when one is returned.
 #[derive(Debug, thiserror::Error)]
 pub enum RayError {
+    /// Neither `--ray-address` nor `RAY_ADDRESS` names the cluster.
     #[error("--executor ray needs a cluster address: --ray-address ADDR or RAY_ADDRESS")]
     NoAddress,
+    /// The Python interpreter for the client (`KSEARCH_PYTHON`, default `python3`) did not start.
     #[error("cannot start python3 for the Ray client: {0}")]
     Spawn(std::io::Error),
+    /// The cluster cannot be reached or used: nothing answers at the address, the client failed
+    /// to connect in time, or a node cannot run this ksearch.
     #[error("Ray cluster at {address}: {why}")]
-    Connect { address: String, why: String },
+    Connect {
+        /// The cluster address as given.
+        address: String,
+        /// What went wrong, in words.
+        why: String,
+    },
+    /// The task's files cannot travel with the jobs (over 16 MiB, a binary file, unreadable).
     #[error("cannot ship the task to the Ray cluster: {0}")]
     Task(String),
 }
@@ -57,6 +68,8 @@ pub enum RayError {
 /// goes back to the same cluster.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
 pub struct RaySettings {
+    /// The cluster's address as `ray.init` takes it (`HOST:PORT` of the head, `ray://…`,
+    /// `auto`).
     pub address: String,
     /// The ksearch binary on the nodes (default `ksearch`, found on each node's PATH).
     pub ksearch: String,
@@ -251,6 +264,8 @@ impl Ray {
         self.slots
     }
 
+    /// The cluster's alive nodes as the client found them at connection (each checked to run
+    /// this ksearch).
     pub fn nodes(&self) -> &[NodeInfo] {
         &self.nodes
     }

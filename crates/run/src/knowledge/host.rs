@@ -31,6 +31,7 @@ pub struct HostCpu {
     pub flags: BTreeSet<String>,
     /// The SVE vector length in bits, where the kernel says (`/proc/sys/abi/sve_default_vector_length`).
     pub sve_bits: Option<u32>,
+    /// cpu0's caches (on macOS, the performance cores').
     pub caches: Caches,
     /// The cores this process may use (its affinity and cgroup quota).
     pub cores: Option<usize>,
@@ -45,12 +46,17 @@ pub struct HostCpu {
 /// Cache sizes of cpu0.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Caches {
+    /// The L1 data cache, in KiB (sysfs's and sysctl's `K` is 1024 bytes).
     pub l1d_kb: Option<f64>,
+    /// One L2, in KiB.
     pub l2_kb: Option<f64>,
     /// Logical CPUs sharing one L2.
     pub l2_shared_by: Option<usize>,
+    /// One L3, in KiB.
     pub l3_kb: Option<f64>,
+    /// Logical CPUs sharing one L3.
     pub l3_shared_by: Option<usize>,
+    /// The cache line size, in bytes.
     pub line_bytes: Option<u32>,
 }
 
@@ -128,9 +134,15 @@ const SYSCTL_FLAGS: &[(&str, &str)] = &[
 /// What `/proc/cpuinfo` says.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CpuInfo {
+    /// The first processor's `model name`; on Arm, made up from `CPU implementer` and `CPU part`
+    /// when there is none.
     pub model: Option<String>,
+    /// `amd`, `intel` (from `vendor_id`), or the Arm implementer's name (`arm`, `apple`,
+    /// `ampere`, ...; the raw code when unknown).
     pub vendor: Option<String>,
+    /// The first processor's `flags` (x86) or `Features` (Arm), as the kernel spells them.
     pub flags: BTreeSet<String>,
+    /// The `processor` entries listed (logical CPUs).
     pub processors: usize,
 }
 

@@ -12,7 +12,9 @@ use std::fmt;
 /// other system is taken as Linux).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Platform {
+    /// macOS: MLX kernels are Metal.
     MacOs,
+    /// Linux, and any other system: MLX kernels are CUDA.
     Linux,
 }
 
