@@ -191,7 +191,7 @@ fn provenance_is_recorded() {
     assert!(h200
         .measured
         .iter()
-        .all(|m| m.source.contains("measured on the lent H200 on 2026-11-29")));
+        .all(|m| m.source.contains("measured on the lent H200 on 2026-12-02")));
     assert_eq!(h200.measured.len(), 2);
     let sources = h200.sources_markdown();
     assert!(sources.contains("NVIDIA H200 Tensor Core GPU datasheet"));
@@ -321,8 +321,8 @@ fn prompt_slice_content() {
         "4800 GB/s (peak)",
         "141 GB HBM3e",
         "227 KB/block max (opt-in)",
-        "device-to-device copy ~4300 GB/s",
-        "bf16 GEMM ~790 TFLOP/s",
+        "device-to-device copy ~4164 GB/s",
+        "bf16 GEMM ~785 TFLOP/s",
         "ridge point",
         "Online softmax",
         "__shfl_xor_sync",
