@@ -1,0 +1,16 @@
+/* Naive GEMM: C[i, j] = sum_k A[i, k] * B[k, j], row-major, fp32 accumulation
+ * in the natural k order (i-j-k loop nest, one dot product per output). */
+#include <stdint.h>
+#include <math.h>
+
+void matmul(const float *A, const float *B, float *C, int64_t M, int64_t K, int64_t N)
+{
+    for (int64_t i = 0; i < M; i++) {
+        for (int64_t j = 0; j < N; j++) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < K; k++)
+                acc += A[i * K + k] * B[k * N + j];
+            C[i * N + j] = acc;
+        }
+    }
+}
