@@ -446,8 +446,9 @@ mod tests {
     fn the_compilers_resources_follow_the_table() {
         assert_eq!(
             resources_text(&evaluation(Some(softmax_kernel()))),
-            "Compiler resources per kernel (ptxas, sm_90a):\n\
-             - softmax_rows: 30 registers, 1 KiB shared memory, spills 8 B stored and 4 B loaded per thread, \
+            "Compiler resources per kernel (ptxas, sm_90a; static shared memory only, not the dynamic size set at \
+             launch):\n\
+             - softmax_rows: 30 registers, 1 KiB static shared memory, spills 8 B stored and 4 B loaded per thread, \
              16 B stack frame"
         );
         assert_eq!(resources_text(&evaluation(None)), "");

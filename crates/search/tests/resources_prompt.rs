@@ -21,8 +21,10 @@ fn kernel() -> KernelResources {
     }
 }
 
-const LINES: &str = "Compiler resources per kernel (ptxas, sm_90a):\n\
-    - softmax_rows: 30 registers, 1 KiB shared memory, spills 8 B stored and 8 B loaded per thread";
+const LINES: &str =
+    "Compiler resources per kernel (ptxas, sm_90a; static shared memory only, not the dynamic size set at \
+    launch):\n\
+    - softmax_rows: 30 registers, 1 KiB static shared memory, spills 8 B stored and 8 B loaded per thread";
 
 fn insert(id: &str) -> serde_json::Value {
     json!({"op": "insert_node", "node": {"node_id": id, "parent_id": "root", "decision": format!("decide {id}"),

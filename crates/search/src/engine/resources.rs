@@ -8,21 +8,24 @@ use super::protocol::KernelResources;
 const MAX_KERNELS: usize = 12;
 
 /// One line per kernel under a heading, e.g.
-/// `- softmax_rows: 30 registers, 1 KiB shared memory, no spills`; empty when there are none.
+/// `- softmax_rows: 30 registers, 1 KiB static shared memory, no spills`; empty when there are none.
 pub fn resource_lines(resources: &[KernelResources]) -> String {
     if resources.is_empty() {
         return String::new();
     }
     let arch = common_arch(resources);
     let names = display_names(resources);
+    // ptxas counts only a kernel's static shared arrays: a kernel that takes its shared memory
+    // dynamically (extern __shared__, the size set at launch) reads "0 B", which misled a brain
+    // into thinking its tiles were not in shared memory at all.
     let mut out = vec![match arch {
-        Some(a) => format!("Compiler resources per kernel (ptxas, {a}):"),
-        None => "Compiler resources per kernel (ptxas):".to_string(),
+        Some(a) => format!("Compiler resources per kernel (ptxas, {a}; static shared memory only, not the dynamic size set at launch):"),
+        None => "Compiler resources per kernel (ptxas; static shared memory only, not the dynamic size set at launch):".to_string(),
     }];
     for (k, name) in resources.iter().zip(&names).take(MAX_KERNELS) {
         let mut parts = vec![
             format!("{} registers", k.registers),
-            format!("{} shared memory", bytes(k.shared_bytes)),
+            format!("{} static shared memory", bytes(k.shared_bytes)),
         ];
         parts.extend(spills(k));
         if let Some(stack) = k.stack_frame_bytes.filter(|&s| s > 0) {
@@ -348,9 +351,10 @@ mod tests {
         ]);
         assert_eq!(
             lines,
-            "Compiler resources per kernel (ptxas, sm_90a):\n\
-             - softmax_rows: 30 registers, 1 KiB shared memory, no spills\n\
-             - tile: 255 registers, 48.5 KiB shared memory, spills 96 B stored and 96 B loaded per thread, \
+            "Compiler resources per kernel (ptxas, sm_90a; static shared memory only, not the dynamic size set at \
+             launch):\n\
+             - softmax_rows: 30 registers, 1 KiB static shared memory, no spills\n\
+             - tile: 255 registers, 48.5 KiB static shared memory, spills 96 B stored and 96 B loaded per thread, \
              96 B stack frame"
         );
         assert_eq!(resource_brief(&[kernel("_Z1kPf", 40, 0, 0)]), "40 regs, 0 B smem");
