@@ -423,6 +423,16 @@ fn a_cluster_that_goes_away_stops_the_run_cleanly_and_resume_evaluates_what_was_
         "{}",
         shown.stdout
     );
+    // A resume on the cluster while it is still down fails, and the run still says why it is
+    // stopped, with the hint (not a generic error).
+    let early = ksearch_in(work.path(), &["resume", dir], &env);
+    assert_ne!(early.code, 0, "{}\n{}", early.stdout, early.stderr);
+    let shown = ksearch_in(work.path(), &["show", dir], &env);
+    assert!(
+        shown.stdout.contains("stopped (executor_unavailable)") && shown.stdout.contains("ksearch resume"),
+        "{}",
+        shown.stdout
+    );
     let resumed = ksearch_in(work.path(), &["resume", dir, "--executor", "local", "--json"], &env);
     assert_eq!(resumed.code, 0, "{}\n{}", resumed.stdout, resumed.stderr);
     assert_eq!(resumed.json()["status"], "finished", "{}", resumed.stdout);

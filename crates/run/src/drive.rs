@@ -118,10 +118,20 @@ pub fn drive(run: &OpenRun, llm_config: &LlmConfig, opts: &DriveOptions) -> anyh
             )
             .context("the run's recorded Ray cluster is unreadable")?;
             let gpu = crate::executor::ray::wants_gpu(task);
-            ray = crate::driver::stop_on_error(
-                store,
-                crate::executor::ray::Ray::connect(&settings, task, gpu).map_err(anyhow::Error::from),
-            )?;
+            ray = match crate::executor::ray::Ray::connect(&settings, task, gpu) {
+                Ok(cluster) => cluster,
+                // A cluster that cannot be reached (still down after it went away, say) keeps the
+                // run's stop as executor_unavailable, with its hint, rather than a generic error.
+                Err(e @ crate::executor::ray::RayError::Connect { .. }) => {
+                    crate::driver::record_stop(
+                        store,
+                        "executor_unavailable",
+                        &format!("{e}; `ksearch resume` continues once it is back (or here, with `--executor local`)"),
+                    );
+                    return Err(e.into());
+                }
+                Err(e) => return crate::driver::stop_on_error(store, Err(e.into())),
+            };
             if !opts.quiet {
                 eprintln!(
                     "ksearch: Ray cluster at {}: {} node(s), {} {} slot(s)",
