@@ -53,18 +53,12 @@ pub(crate) fn work_after_the_call(raw: &crate::record::RawTiming) -> Option<Stri
         if events.is_empty() || events.len() != host.len() || events.len() != enqueue.len() {
             return None;
         }
-        let mut gaps: Vec<f64> = (0..events.len()).map(|i| host[i] - enqueue[i] - events[i]).collect();
-        gaps.sort_by(f64::total_cmp);
-        let mid = gaps.len() / 2;
-        Some(if gaps.len() % 2 == 1 {
-            gaps[mid]
-        } else {
-            (gaps[mid - 1] + gaps[mid]) / 2.0
-        })
+        let gaps: Vec<f64> = (0..events.len()).map(|i| host[i] - enqueue[i] - events[i]).collect();
+        crate::stats::median(&gaps)
     };
     let cand = after(&raw.candidate_ns, &raw.candidate_host_ns, &raw.candidate_enqueue_ns)?;
     let refr = after(&raw.reference_ns, &raw.reference_host_ns, &raw.reference_enqueue_ns)?;
-    if cand.is_finite() && refr.is_finite() && cand > refr.max(0.0) + HOST_GAP_SLACK_NS {
+    if cand > refr.max(0.0) + HOST_GAP_SLACK_NS {
         return Some(format!(
             "after its call returned, the host waited {:.1} us beyond the call's CUDA-event time for a \
              device-wide synchronise (median per call; the reference's: {:.1} us): work on another stream \

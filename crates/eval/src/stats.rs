@@ -51,6 +51,17 @@ impl SampleStats {
     }
 }
 
+/// The median of finite values of any sign (differences between clocks, which [`SampleStats`]
+/// refuses as samples); `None` when there are none or one is not finite.
+pub fn median(values: &[f64]) -> Option<f64> {
+    if values.is_empty() || values.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    Some(quantile_sorted(&sorted, 0.5))
+}
+
 /// Geometric mean of positive ratios (the arithmetic mean of ratios is biased upwards).
 pub fn geometric_mean(values: &[f64]) -> Option<f64> {
     if values.is_empty() || values.iter().any(|v| v.is_nan() || *v <= 0.0 || v.is_infinite()) {
