@@ -29,5 +29,5 @@ for ex in local ray; do
   "$KS" run softmax --brain tuner --rounds "$ROUNDS" --seed 3 --json --out "$TMP/$ex" "${extra[@]}" >/dev/null
   end=$(date +%s.%N)
   n=$(evals "$TMP/$ex")
-  python3 -c "import sys; n,s=int(sys.argv[2]),float(sys.argv[3]); print(f'{sys.argv[1]:5s}: {n} evaluations in {s:.1f} s = {60*n/s:.1f} evaluations/min')" "$ex" "$n" "$(echo "$end - $start" | bc)"
+  python3 -c "import sys; n,s=int(sys.argv[2]),float(sys.argv[3]); print(f'{sys.argv[1]:5s}: {n} evaluations in {s:.1f} s = {60*n/s:.1f} evaluations/min')" "$ex" "$n" "$(python3 -c "print($end - $start)")"
 done

@@ -29,7 +29,7 @@ for ex in local ray; do
   start=$(date +%s.%N)
   "$KS" run "$TASK" --brain tuner --rounds "$ROUNDS" --seed 3 --json --out "$TMP/$ex" "${extra[@]}"
   end=$(date +%s.%N)
-  python3 - "$ex" "$TMP/$ex/run.sqlite" "$(echo "$end - $start" | bc)" <<'PY'
+  python3 - "$ex" "$TMP/$ex/run.sqlite" "$(python3 -c "print($end - $start)")" <<'PY'
 import json, sqlite3, sys
 ex, db, s = sys.argv[1], sqlite3.connect(sys.argv[2]), float(sys.argv[3])
 rows = [json.loads(r[0]) for r in db.execute("select record from evaluations")]
