@@ -28,8 +28,10 @@ pub(super) fn contract(s: &Setting<'_>) -> BackendContract {
             "An MLX kernel (docs/mlx.md): a TOML launch spec (entry `FILE.toml::{entry}`) holding the kernel body \
              for the device's dialect, [cuda] for mx.fast.cuda_kernel on NVIDIA GPUs or [metal] for \
              mx.fast.metal_kernel on Apple GPUs (source = a multi-line string, or source_file; optional header), \
-             with grid and threadgroup counted in threads (integers or expressions over the axes), [template] \
-             constants, and optionally [[outputs]] (extra names are scratch outputs) and init_value. MLX writes \
+             with grid and threadgroup counted in threads (integers or expressions over the axes: axis names, + - * \
+             / (exact) // %, parentheses, min, max, cdiv(a, b)), [template] constants, in [cuda] optionally \
+             shared_memory = BYTES (an integer or expression: dynamic shared memory for `extern __shared__`, \
+             beyond the 48 KB of static arrays), and optionally [[outputs]] (extra names are scratch outputs) and init_value. MLX writes \
              the signature: the inputs {} as const T* (a scalar input is a 0-d array: name[0] in CUDA, name in \
              Metal), then the outputs {} as T*; sizes come from template constants. MLX rounds the CUDA grid up \
              to whole blocks, so bounds-check. Write every output element (unwritten ones hold NaN) and never \
