@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 pub(crate) use ksearch_run::drive::load_events;
 
+/// The arguments of `ksearch run`.
 #[derive(clap::Args)]
 pub(crate) struct RunArgs {
     /// A built-in task name (see `ksearch tasks`) or a task folder.
@@ -98,6 +99,7 @@ pub(crate) struct RunArgs {
     json: bool,
 }
 
+/// The arguments of `ksearch evaluate`.
 #[derive(clap::Args)]
 pub(crate) struct EvaluateArgs {
     /// The run directory (a copy of it is fine: see `ksearch sync`).
@@ -112,6 +114,7 @@ pub(crate) struct EvaluateArgs {
     json: bool,
 }
 
+/// The arguments of `ksearch sync`.
 #[derive(clap::Args)]
 pub(crate) struct SyncArgs {
     /// A copy of the run that was continued elsewhere (e.g. evaluated on a GPU machine).
@@ -122,6 +125,7 @@ pub(crate) struct SyncArgs {
     json: bool,
 }
 
+/// The arguments of `ksearch resume`.
 #[derive(clap::Args)]
 pub(crate) struct ResumeArgs {
     /// The run directory `ksearch run` printed.
@@ -137,6 +141,8 @@ pub(crate) struct ResumeArgs {
     json: bool,
 }
 
+/// `ksearch run`: creates the run directory, drives the run and prints how the drive ended;
+/// returns the exit status.
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let strategy: Strategy = args
         .strategy
@@ -254,6 +260,8 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     print_drive(&run, &llm_config, &DriveOptions::default(), args.json)
 }
 
+/// `ksearch resume`: drives an existing run on from where it stopped and prints how the drive
+/// ended; returns the exit status.
 pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<u8> {
     let run = open_for(&args.run_dir, "resume")?;
     let llm_config = LlmConfig::load(Path::new("."))?;
@@ -333,8 +341,11 @@ pub(crate) fn sync(args: &SyncArgs) -> anyhow::Result<u8> {
 /// How a stretch of driving ended: for the user (text), for scripts and MCP clients (JSON), and
 /// the exit status.
 pub(crate) struct Outcome {
+    /// What `--json` prints.
     pub json: serde_json::Value,
+    /// What is printed without `--json`.
     pub text: String,
+    /// The exit status.
     pub exit: u8,
 }
 

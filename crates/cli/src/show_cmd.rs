@@ -12,6 +12,7 @@ use serde_json::json;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// The arguments of `ksearch show`.
 #[derive(clap::Args)]
 pub(crate) struct ShowArgs {
     /// The run directory `ksearch run` printed.
@@ -202,6 +203,7 @@ pub(crate) fn show_json(run_dir: &Path) -> anyhow::Result<serde_json::Value> {
     }))
 }
 
+/// Prints the run as text, or as JSON with `--json`; returns the exit status.
 pub(crate) fn run(args: &ShowArgs) -> anyhow::Result<u8> {
     if args.json {
         println!("{}", show_json(&args.run_dir)?);
