@@ -15,6 +15,7 @@ use ksearch_store::RunStore;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+/// `ksearch agent next` and `ksearch agent submit`.
 #[derive(clap::Subcommand)]
 pub(crate) enum AgentCommand {
     /// Print the request waiting for the agent: its id, role, prompt and expected answer (every
@@ -34,6 +35,8 @@ pub(crate) enum AgentCommand {
     },
 }
 
+/// Runs an agent subcommand: prints the waiting request(s), or records an answer and drives the
+/// run to its next stop; returns the exit status.
 pub(crate) fn run(command: &AgentCommand) -> anyhow::Result<u8> {
     match command {
         AgentCommand::Next {

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+/// The arguments of `ksearch dashboard`.
 #[derive(clap::Args)]
 pub(crate) struct DashboardArgs {
     /// Run directories to show, side by side.
@@ -327,6 +328,7 @@ async fn run_page(State(d): State<Shared>, UrlPath(key): UrlPath<String>) -> Res
     }
 }
 
+/// Serves the dashboard until it is stopped; returns the exit status.
 pub(crate) fn run(args: &DashboardArgs) -> anyhow::Result<u8> {
     for dir in &args.run_dirs {
         // A typo is better reported now than as an empty column.

@@ -61,6 +61,7 @@ fn harness_nvcc(python: &Path) -> Option<(String, String)> {
     Some((path, release))
 }
 
+/// Prints what this machine offers, one line a check; returns the exit status.
 pub(crate) fn run() -> anyhow::Result<u8> {
     let mut problems = 0;
     let mut line = |ok: bool, what: &str, detail: String| {

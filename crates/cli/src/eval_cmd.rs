@@ -1,3 +1,8 @@
+//! `ksearch eval TASK [SOLUTION]`: evaluates one solution (the task's seed kernel when none is
+//! given) outside any search — compiles it, checks it against the task's reference on every
+//! workload and times both (or only builds it, or profiles it too) — and prints a table or the
+//! JSON record; FlashInfer-Bench traces with `--fib-traces`.
+
 use crate::format::{duration_ns, error};
 use crate::{EXIT_BAD_INPUT, EXIT_FAILED};
 use anyhow::Context;
@@ -7,6 +12,7 @@ use ksearch_spec::{Solution, Task};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The arguments of `ksearch eval`.
 #[derive(clap::Args)]
 pub(crate) struct EvalArgs {
     /// A built-in task name (see `ksearch tasks`) or a task folder.
@@ -79,6 +85,8 @@ pub(crate) struct EvalArgs {
     repeat: u32,
 }
 
+/// Evaluates the solution (or only builds or profiles it) and prints the result as a table or
+/// JSON; returns the exit status (bad input is 2, a solution that does not pass is 1).
 pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
     let task = match Task::load(&args.task) {
         Ok(t) => t,

@@ -6,6 +6,7 @@ use anyhow::Context;
 use ksearch_search::engine::{Engine, Request};
 use std::path::{Path, PathBuf};
 
+/// The arguments of `ksearch export`.
 #[derive(clap::Args)]
 pub(crate) struct ExportArgs {
     /// The run directory `ksearch run` printed.
@@ -15,6 +16,7 @@ pub(crate) struct ExportArgs {
     out: Option<PathBuf>,
 }
 
+/// Writes the run's best candidate as a Solution JSON; returns the exit status.
 pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<u8> {
     let open = ksearch_run::open::open_read(&args.run_dir)?;
     let events = crate::run_cmd::load_events(&open.store)?;

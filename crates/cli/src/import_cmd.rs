@@ -6,6 +6,7 @@ use ksearch_import::{import_gpumode, import_kernelbench, Imported, Options};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// `ksearch import kernelbench` and `ksearch import gpumode`.
 #[derive(clap::Subcommand)]
 pub(crate) enum ImportCommand {
     /// A KernelBench problem file (class Model, get_inputs, get_init_inputs).
@@ -24,6 +25,7 @@ pub(crate) enum ImportCommand {
     },
 }
 
+/// The arguments both importers take.
 #[derive(clap::Args)]
 pub(crate) struct CommonArgs {
     /// The task folder to write.
@@ -59,6 +61,8 @@ impl CommonArgs {
     }
 }
 
+/// Imports the problem and prints what was written; returns the exit status (2 when the problem
+/// cannot be imported).
 pub(crate) fn run(command: &ImportCommand) -> anyhow::Result<u8> {
     let result = match command {
         ImportCommand::Kernelbench { file, common } => import_kernelbench(file, &common.options()),

@@ -4,6 +4,7 @@
 use anyhow::Context as _;
 use ksearch_kb::{ContextLevel, Kb, TaskQuery};
 
+/// `ksearch kb show` and `ksearch kb list`.
 #[derive(clap::Subcommand)]
 pub(crate) enum KbCommand {
     /// Print a device's figures (with their sources), its patterns and every translation layer
@@ -33,6 +34,7 @@ pub(crate) enum KbCommand {
     List,
 }
 
+/// Prints what the knowledge base holds for the command; returns the exit status.
 pub(crate) fn run(command: &KbCommand) -> anyhow::Result<u8> {
     let kb = crate::knowledge::kb()?;
     let text = match command {

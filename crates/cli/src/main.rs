@@ -1,6 +1,20 @@
-//! `ksearch`: finds fast kernels. This binary parses arguments and prints; how a run works is
-//! `ksearch-run`'s (the driver, brains, executors), the search `ksearch-search`'s, evaluation
-//! `ksearch-eval`'s, tasks `ksearch-spec`'s.
+//! `ksearch`: finds fast kernels. This binary is the command line and nothing more.
+//!
+//! What it owns: parsing the arguments (clap, one module per command: `run_cmd` for `run`,
+//! `resume`, `evaluate` and `sync`, `show_cmd`, `eval_cmd`, `agent_cmd`, `mcp_cmd` for the MCP
+//! server's tools, ...) and printing the outcome — the text for people, the one JSON object of
+//! `--json` for scripts and MCP clients, and the exit status (0, [`EXIT_FAILED`],
+//! [`EXIT_BAD_INPUT`]; an error is printed as `error: ...`, and as JSON too when `--json` was
+//! asked).
+//!
+//! What it must not do: hold logic. How a run works is `ksearch-run`'s (the driver, brains,
+//! executors, the run directory), the search `ksearch-search`'s, evaluation `ksearch-eval`'s,
+//! tasks `ksearch-spec`'s, the run store and its metadata contract `ksearch-store`'s, reports
+//! `ksearch-report`'s, the knowledge base `ksearch-kb`'s. A command reads those crates' results
+//! and words them; a decision a second front end (the MCP server, a test, another tool) would
+//! also need belongs in a library crate, not here.
+
+#![warn(missing_docs)]
 
 mod agent_cmd;
 mod dashboard_cmd;
@@ -80,8 +94,12 @@ enum Command {
     Import(import_cmd::ImportCommand),
 }
 
-/// Exit codes of the command-line contract.
+// Exit codes of the command-line contract (0 is success).
+/// Exit status 1: the input was right but the command failed (a solution that does not pass, a
+/// run that stopped short, another process holding the run, a missing device, a full disk).
 pub(crate) const EXIT_FAILED: u8 = 1;
+/// Exit status 2: bad input (an unknown task, an unreadable file, a directory that is not a
+/// run), and any failure not known to be the machine's or the moment's.
 pub(crate) const EXIT_BAD_INPUT: u8 = 2;
 
 fn main() -> ExitCode {

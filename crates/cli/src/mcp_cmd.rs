@@ -24,6 +24,7 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+/// The arguments of `ksearch mcp` (none: the session is configured by its client).
 #[derive(clap::Args)]
 pub(crate) struct McpArgs {}
 
@@ -270,6 +271,8 @@ fn protocol_output() -> anyhow::Result<tokio::io::Stdout> {
     Ok(tokio::io::stdout())
 }
 
+/// Serves MCP on standard input and output until the client closes the session; returns the
+/// exit status.
 pub(crate) fn run(_args: &McpArgs) -> anyhow::Result<u8> {
     let output = protocol_output()?;
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -5,6 +5,7 @@
 use anyhow::Context;
 use std::path::PathBuf;
 
+/// The arguments of `ksearch report`.
 #[derive(clap::Args)]
 pub(crate) struct ReportArgs {
     /// The run directory `ksearch run` printed.
@@ -14,6 +15,7 @@ pub(crate) struct ReportArgs {
     out: Option<PathBuf>,
 }
 
+/// Writes the run's HTML report and prints its path; returns the exit status.
 pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<u8> {
     let html = ksearch_report::report_html(&args.run_dir)?;
     let out = args.out.clone().unwrap_or_else(|| args.run_dir.join("report.html"));

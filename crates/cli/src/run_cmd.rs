@@ -12,11 +12,13 @@ use ksearch_run::open::{open_for, OpenRun};
 use ksearch_run::{BrainSpec, Stopped};
 use ksearch_search::engine::Strategy;
 use ksearch_spec::Task;
+use ksearch_store::{MetaKey, StopReason};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
 pub(crate) use ksearch_run::drive::load_events;
 
+/// The arguments of `ksearch run`.
 #[derive(clap::Args)]
 pub(crate) struct RunArgs {
     /// A built-in task name (see `ksearch tasks`) or a task folder.
@@ -97,6 +99,7 @@ pub(crate) struct RunArgs {
     json: bool,
 }
 
+/// The arguments of `ksearch evaluate`.
 #[derive(clap::Args)]
 pub(crate) struct EvaluateArgs {
     /// The run directory (a copy of it is fine: see `ksearch sync`).
@@ -111,6 +114,7 @@ pub(crate) struct EvaluateArgs {
     json: bool,
 }
 
+/// The arguments of `ksearch sync`.
 #[derive(clap::Args)]
 pub(crate) struct SyncArgs {
     /// A copy of the run that was continued elsewhere (e.g. evaluated on a GPU machine).
@@ -121,6 +125,7 @@ pub(crate) struct SyncArgs {
     json: bool,
 }
 
+/// The arguments of `ksearch resume`.
 #[derive(clap::Args)]
 pub(crate) struct ResumeArgs {
     /// The run directory `ksearch run` printed.
@@ -136,6 +141,8 @@ pub(crate) struct ResumeArgs {
     json: bool,
 }
 
+/// `ksearch run`: creates the run directory, drives the run and prints how the drive ended;
+/// returns the exit status.
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let strategy: Strategy = args
         .strategy
@@ -253,12 +260,14 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     print_drive(&run, &llm_config, &DriveOptions::default(), args.json)
 }
 
+/// `ksearch resume`: drives an existing run on from where it stopped and prints how the drive
+/// ended; returns the exit status.
 pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<u8> {
     let run = open_for(&args.run_dir, "resume")?;
     let llm_config = LlmConfig::load(Path::new("."))?;
     if let Some(d) = &args.devices {
         d.parse::<DeviceSpec>()?;
-        run.store.set_meta("devices", &json!(d))?;
+        run.store.set_meta(MetaKey::Devices, &json!(d))?;
     }
     if !args.json {
         eprintln!("resuming {} with {}", args.run_dir.display(), run.brain.describe());
@@ -280,7 +289,7 @@ pub(crate) fn evaluate(args: &EvaluateArgs) -> anyhow::Result<u8> {
     let llm_config = LlmConfig::load(Path::new("."))?;
     if let Some(d) = &args.devices {
         d.parse::<DeviceSpec>()?;
-        run.store.set_meta("devices", &json!(d))?;
+        run.store.set_meta(MetaKey::Devices, &json!(d))?;
     }
     let opts = DriveOptions {
         quiet: false,
@@ -332,8 +341,11 @@ pub(crate) fn sync(args: &SyncArgs) -> anyhow::Result<u8> {
 /// How a stretch of driving ended: for the user (text), for scripts and MCP clients (JSON), and
 /// the exit status.
 pub(crate) struct Outcome {
+    /// What `--json` prints.
     pub json: serde_json::Value,
+    /// What is printed without `--json`.
     pub text: String,
+    /// The exit status.
     pub exit: u8,
 }
 
@@ -361,7 +373,8 @@ pub(crate) fn print_drive(
     print(&outcome(&run.dir, &drove), json_out)
 }
 
-/// What a drive's end means to the user.
+/// What a drive's end means to the user. The JSON `status` of a drive that stopped is spelled as
+/// the run's stop reasons ([`StopReason`]) rather than with strings of its own.
 pub(crate) fn outcome(run_dir: &Path, drove: &Drove) -> Outcome {
     let engine = &drove.engine;
     let max_in_flight = drove.max_in_flight;
@@ -386,7 +399,9 @@ pub(crate) fn outcome(run_dir: &Path, drove: &Drove) -> Outcome {
     match &drove.stopped {
         Stopped::AwaitingAgent { requests } => {
             let (id, role) = requests.first().cloned().unwrap_or_default();
-            let mut json = json!({"run_dir": run_dir, "status": "awaiting_agent", "request_id": id, "role": role});
+            let mut json = json!({
+                "run_dir": run_dir, "status": StopReason::AwaitingAgent.as_str(), "request_id": id, "role": role,
+            });
             if requests.len() > 1 {
                 // Several at once (a parallel run): every one is listed; the first keeps the
                 // fields a one-at-a-time client reads.
@@ -414,7 +429,7 @@ pub(crate) fn outcome(run_dir: &Path, drove: &Drove) -> Outcome {
             }
             Outcome {
                 json: json!({
-                    "run_dir": run_dir, "status": "awaiting_evaluation",
+                    "run_dir": run_dir, "status": StopReason::AwaitingEvaluation.as_str(),
                     "pending": evaluations.iter().map(|(id, c)| json!({"request_id": id, "candidate": c})).collect::<Vec<_>>(),
                     "requests": agent.iter().map(|(id, role)| json!({"id": id, "role": role})).collect::<Vec<_>>(),
                 }),
@@ -423,12 +438,14 @@ pub(crate) fn outcome(run_dir: &Path, drove: &Drove) -> Outcome {
             }
         }
         Stopped::Interrupted => Outcome {
-            json: json!({"run_dir": run_dir, "status": "interrupted"}),
+            json: json!({"run_dir": run_dir, "status": StopReason::Interrupted.as_str()}),
             text: format!("stopped; continue with: ksearch resume {dir}"),
             exit: crate::EXIT_FAILED,
         },
         Stopped::LlmUnavailable { failures, error } => Outcome {
-            json: json!({"run_dir": run_dir, "status": "llm_unavailable", "failures": failures, "error": error}),
+            json: json!({
+                "run_dir": run_dir, "status": StopReason::LlmUnavailable.as_str(), "failures": failures, "error": error,
+            }),
             text: format!(
                 "stopped: the LLM endpoint failed {failures} requests in a row, each after its retries; the last error:\n  \
                  {error}\nnothing is lost (the last request is kept unanswered); once the endpoint answers again, \
@@ -437,7 +454,7 @@ pub(crate) fn outcome(run_dir: &Path, drove: &Drove) -> Outcome {
             exit: crate::EXIT_FAILED,
         },
         Stopped::LlmRefused { error } => Outcome {
-            json: json!({"run_dir": run_dir, "status": "llm_refused", "error": error}),
+            json: json!({"run_dir": run_dir, "status": StopReason::LlmRefused.as_str(), "error": error}),
             text: format!(
                 "stopped: the LLM endpoint refused the credentials:\n  {error}\nnothing is lost (the request is kept \
                  unanswered); fix the key (or the provider's settings), then continue with: ksearch resume {dir}"
@@ -460,7 +477,7 @@ pub(crate) fn outcome(run_dir: &Path, drove: &Drove) -> Outcome {
             );
             Outcome {
                 json: json!({
-                    "run_dir": run_dir, "status": "executor_unavailable",
+                    "run_dir": run_dir, "status": StopReason::ExecutorUnavailable.as_str(),
                     "executor": unavailable.what, "error": unavailable.why, "pending": pending,
                     "message": text,
                 }),
@@ -506,7 +523,7 @@ pub(crate) fn outcome(run_dir: &Path, drove: &Drove) -> Outcome {
             };
             Outcome {
                 json: json!({
-                    "run_dir": run_dir, "status": "finished", "reason": reason,
+                    "run_dir": run_dir, "status": StopReason::Finished.as_str(), "reason": reason,
                     "best_candidate": best.map(|(b, _)| b.id), "best_speedup": speedup,
                     "seed_speedup": seed_speedup, "best_files": drove.best_file, "report": report, "rounds": engine.round(),
                     "max_in_flight": max_in_flight,

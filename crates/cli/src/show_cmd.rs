@@ -7,11 +7,12 @@ use anyhow::Context;
 use ksearch_search::engine::{
     clip, error_excerpt, resource_brief, resource_lines, times_line, verdict, AttemptRecord, Candidate, Engine, Request,
 };
-use ksearch_store::RunStore;
+use ksearch_store::{MetaKey, RunStore, StopReason};
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// The arguments of `ksearch show`.
 #[derive(clap::Args)]
 pub(crate) struct ShowArgs {
     /// The run directory `ksearch run` printed.
@@ -76,20 +77,17 @@ fn view(run_dir: &Path) -> anyhow::Result<RunView> {
             .count(),
         evaluations: evaluations.len(),
     };
-    let brain = match store.meta("brain")? {
+    let brain = match store.meta(MetaKey::Brain)? {
         Some(v) => serde_json::from_value::<ksearch_run::BrainSpec>(v)
             .map(|b| b.describe())
             .unwrap_or_else(|_| "an unreadable brain record".into()),
         None => "not recorded".into(),
     };
-    let brain = match store.meta("brain_note")?.and_then(|v| v.as_str().map(str::to_string)) {
+    let brain = match store.meta_str(MetaKey::BrainNote)? {
         Some(note) => format!("{brain} ({note})"),
         None => brain,
     };
-    let executor = store
-        .meta("executor")?
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| "local".into());
+    let executor = store.meta_str(MetaKey::Executor)?.unwrap_or_else(|| "local".into());
     let (state, best) = match engine.pending() {
         Some(Request::Finished { best_candidate, reason }) => (format!("finished: {reason}"), *best_candidate),
         Some(Request::Evaluate { .. }) if executor == "deferred" => (
@@ -115,28 +113,29 @@ fn view(run_dir: &Path) -> anyhow::Result<RunView> {
     // A run that is not finished but stopped for a reason the user must act on (an endpoint or
     // a cluster that went away, Ctrl-C, an error) says so, instead of "waiting on": the
     // `stopped` record is cleared whenever driving the run resumes (ksearch-run's driver).
-    let state = match (engine.pending(), store.meta("stopped")?) {
+    let state = match (engine.pending(), store.stop_record()?) {
         (Some(Request::Finished { .. }), _) | (_, None) => state,
-        (_, Some(stop)) => match (stop["reason"].as_str(), stop["detail"].as_str()) {
-            (
-                Some(
-                    reason @ ("interrupted"
-                    | "llm_unavailable"
-                    | "llm_refused"
-                    | "executor_unavailable"
-                    | "error"
-                    | "fatal"
-                    | "budget"),
-                ),
-                detail,
-            ) => {
-                let detail = detail
+        (_, Some(stop)) => match stop.reason {
+            StopReason::Interrupted
+            | StopReason::LlmUnavailable
+            | StopReason::LlmRefused
+            | StopReason::ExecutorUnavailable
+            | StopReason::Error
+            | StopReason::Fatal
+            | StopReason::Budget => {
+                let detail = stop
+                    .detail
                     .filter(|d| !d.is_empty())
                     .map(|d| format!(": {d}"))
                     .unwrap_or_default();
-                format!("stopped ({reason}){detail}")
+                format!("stopped ({}){detail}", stop.reason)
             }
-            _ => state,
+            // Not stopped short: finished, waiting (the text above says for what), or a reason
+            // a newer ksearch wrote, which this one cannot explain.
+            StopReason::Finished
+            | StopReason::AwaitingAgent
+            | StopReason::AwaitingEvaluation
+            | StopReason::Other(_) => state,
         },
     };
     Ok(RunView {
@@ -204,6 +203,7 @@ pub(crate) fn show_json(run_dir: &Path) -> anyhow::Result<serde_json::Value> {
     }))
 }
 
+/// Prints the run as text, or as JSON with `--json`; returns the exit status.
 pub(crate) fn run(args: &ShowArgs) -> anyhow::Result<u8> {
     if args.json {
         println!("{}", show_json(&args.run_dir)?);

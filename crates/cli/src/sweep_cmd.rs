@@ -8,6 +8,7 @@ use ksearch_run::summary::summarize;
 use ksearch_spec::{Assignment, Solution, Task};
 use serde_json::json;
 
+/// The arguments of `ksearch sweep`.
 #[derive(clap::Args)]
 pub(crate) struct SweepArgs {
     /// A built-in task name or a task folder; the task must have a kernel template.
@@ -29,6 +30,8 @@ pub(crate) struct SweepArgs {
 /// Largest grid we agree to enumerate.
 const MAX_ASSIGNMENTS: usize = 100_000;
 
+/// Evaluates the chosen assignments one by one and prints each result and the best so far;
+/// returns the exit status (1 when no assignment passed).
 pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<u8> {
     let task = Task::load(&args.task)?;
     let tuner = crate::knowledge::tuner(&task)?;

@@ -1,7 +1,11 @@
+//! `ksearch tasks [--json]`: the built-in tasks, with their language, workload count and
+//! description.
+
 use anyhow::Context;
 use ksearch_spec::{builtin_names, Task};
 use serde_json::json;
 
+/// Prints the built-in tasks as a table, or as JSON with `json_out`; returns the exit status.
 pub(crate) fn run(json_out: bool) -> anyhow::Result<u8> {
     let mut tasks = Vec::new();
     for name in builtin_names() {

@@ -9,7 +9,7 @@ use crate::diff::diff_against_seed;
 use crate::error::ReportError;
 use crate::model::*;
 use ksearch_search::engine::{kernel_name, resource_brief, Engine, Event, KernelResources, Request};
-use ksearch_store::{EvaluationRow, EventRow, ExchangeRow, RunStore};
+use ksearch_store::{EvaluationRow, EventRow, ExchangeRow, MetaKey, RunStore, StopReason, StopRecord};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -53,8 +53,8 @@ pub fn load_at(run_dir: &Path, now: f64) -> Result<RunReport, ReportError> {
         message,
     })?;
 
-    let meta = |key: &str| store.meta(key).ok().flatten();
-    let brain = brain(meta("brain"));
+    let meta = |key: MetaKey| store.meta(key).ok().flatten();
+    let brain = brain(meta(MetaKey::Brain));
     let origins: HashMap<i64, String> = candidate_rows.iter().map(|c| (c.id, c.origin.clone())).collect();
     let timeline = spending(&events, &rows, &exchanges, &evaluations);
     let mut attempts = attempts(&engine, &origins, failed_code, &brain.kind, &events, &timeline);
@@ -74,10 +74,10 @@ pub fn load_at(run_dir: &Path, now: f64) -> Result<RunReport, ReportError> {
         _ => 0.0,
     };
 
-    let stop = meta("stopped").and_then(|v| serde_json::from_value::<StopRecord>(v).ok());
+    let stop = store.stop_record().ok().flatten();
     let stop_reason = stop.as_ref().map(|s| s.reason.clone());
     let mut state = run_state(&engine, stop, times.last().copied(), now);
-    state.resume = resume_hint(&state.kind, stop_reason.as_deref(), run_dir);
+    state.resume = resume_hint(&state.kind, stop_reason.as_ref(), run_dir);
     let best_id = match engine.pending() {
         Some(Request::Finished { best_candidate, .. }) => *best_candidate,
         _ => engine.best().map(|b| b.id),
@@ -121,30 +121,19 @@ pub fn load_at(run_dir: &Path, now: f64) -> Result<RunReport, ReportError> {
     })
 }
 
-/// What the driver records in the run's metadata (key `stopped`) when it stops driving: why,
-/// when, and the message that goes with it. Cleared (`null`) when a drive starts.
-#[derive(Debug, Clone, serde::Deserialize)]
-struct StopRecord {
-    /// `finished`, `budget`, `fatal`, `llm_unavailable`, `llm_refused`, `executor_unavailable`,
-    /// `interrupted`, `error`, `awaiting_agent` or `awaiting_evaluation`.
-    reason: String,
-    at: f64,
-    #[serde(default)]
-    detail: Option<String>,
-}
-
-/// What a stop reason means, for people.
-fn stop_words(reason: &str) -> &str {
+/// What a stop reason means, for people; a reason without words (one a newer ksearch wrote,
+/// say) as it is spelled.
+fn stop_words(reason: &StopReason) -> &str {
     match reason {
-        "budget" => "the LLM budget ran out",
-        "fatal" => "a request failed for good",
-        "llm_unavailable" => "the LLM endpoint was unavailable",
-        "llm_refused" => "the LLM endpoint refused the credentials",
-        "executor_unavailable" => "the executor became unavailable",
-        "awaiting_evaluation" => "waiting for `ksearch evaluate`",
-        "interrupted" => "interrupted",
-        "error" => "ksearch failed",
-        other => other,
+        StopReason::Budget => "the LLM budget ran out",
+        StopReason::Fatal => "a request failed for good",
+        StopReason::LlmUnavailable => "the LLM endpoint was unavailable",
+        StopReason::LlmRefused => "the LLM endpoint refused the credentials",
+        StopReason::ExecutorUnavailable => "the executor became unavailable",
+        StopReason::AwaitingEvaluation => "waiting for `ksearch evaluate`",
+        StopReason::Interrupted => "interrupted",
+        StopReason::Error => "ksearch failed",
+        other @ (StopReason::Finished | StopReason::AwaitingAgent | StopReason::Other(_)) => other.as_str(),
     }
 }
 
@@ -165,7 +154,7 @@ fn run_state(engine: &Engine, stop: Option<StopRecord>, last_event_at: Option<f6
     match (engine.pending(), stop) {
         (Some(Request::Finished { reason, .. }), stop) => {
             let when = last_event_at.map(at).unwrap_or_default();
-            match stop.filter(|s| matches!(s.reason.as_str(), "budget" | "fatal")) {
+            match stop.filter(|s| matches!(s.reason, StopReason::Budget | StopReason::Fatal)) {
                 // The engine wound up (re-measured, picked the best) after a failure that ended
                 // the search early: finished, but not by running its course.
                 Some(s) => state(
@@ -176,21 +165,21 @@ fn run_state(engine: &Engine, stop: Option<StopRecord>, last_event_at: Option<f6
                 None => state("finished", format!("finished: {reason}{when}"), None),
             }
         }
-        (Some(r), Some(s)) if s.reason == "awaiting_agent" => {
+        (Some(r), Some(s)) if s.reason == StopReason::AwaitingAgent => {
             let mut text = format!("waiting for the agent to answer the {}", r.role());
             if let Some(quiet) = silent_for.filter(|&q| q >= STALLED_AFTER_S) {
                 text.push_str(&format!(" ({})", silence(quiet)));
             }
             state("waiting", text, None)
         }
-        (Some(_), Some(s)) if s.reason == "awaiting_evaluation" => {
+        (Some(_), Some(s)) if s.reason == StopReason::AwaitingEvaluation => {
             let mut text = "waiting for `ksearch evaluate` (evaluations deferred)".to_string();
             if let Some(quiet) = silent_for.filter(|&q| q >= STALLED_AFTER_S) {
                 text.push_str(&format!(" ({})", silence(quiet)));
             }
             state("waiting", text, s.detail.filter(|d| !d.is_empty()))
         }
-        (Some(_), Some(s)) if s.reason != "finished" => {
+        (Some(_), Some(s)) if s.reason != StopReason::Finished => {
             let detail = s.detail.filter(|d| !d.is_empty());
             state(
                 "stopped",
@@ -220,17 +209,19 @@ fn run_state(engine: &Engine, stop: Option<StopRecord>, last_event_at: Option<f6
 /// and the reason the driver recorded). Only where resuming is what helps: an interrupted run,
 /// one whose endpoint was down, one whose process vanished. A run stopped by its budget or by a
 /// request that cannot succeed would stop again the same way.
-fn resume_hint(kind: &str, reason: Option<&str>, run_dir: &Path) -> Option<Resume> {
+fn resume_hint(kind: &str, reason: Option<&StopReason>, run_dir: &Path) -> Option<Resume> {
     let command = format!("ksearch resume {}", shell_word(&run_dir.display().to_string()));
     let when = match (kind, reason) {
-        ("stopped", Some("llm_unavailable")) => {
+        ("stopped", Some(StopReason::LlmUnavailable)) => {
             Some("once the endpoint answers again (nothing is lost: the request that failed last is kept unanswered)")
         }
-        ("stopped", Some("llm_refused")) => Some("once the key works (the refused request is kept unanswered)"),
-        ("stopped", Some("executor_unavailable")) => Some(
+        ("stopped", Some(StopReason::LlmRefused)) => {
+            Some("once the key works (the refused request is kept unanswered)")
+        }
+        ("stopped", Some(StopReason::ExecutorUnavailable)) => Some(
             "once the executor is back, or with `--executor local` (the evaluations it left unjudged stay pending)",
         ),
-        ("stopped", Some("interrupted")) => None,
+        ("stopped", Some(StopReason::Interrupted)) => None,
         ("stalled", _) => Some("if its process is gone (killed, crashed, the machine restarted)"),
         _ => return None,
     };
@@ -889,7 +880,7 @@ pub fn device_groups(evaluations: &[EvaluationRow]) -> Vec<DeviceGroup> {
 }
 
 /// Provenance rows from an evaluation record and the run's metadata.
-fn provenance(record: Option<&Value>, meta: &dyn Fn(&str) -> Option<Value>) -> Vec<KeyValue> {
+fn provenance(record: Option<&Value>, meta: &dyn Fn(MetaKey) -> Option<Value>) -> Vec<KeyValue> {
     let mut out = Vec::new();
     let mut push = |key: &str, v: &Value| {
         if !v.is_null() {
@@ -915,9 +906,14 @@ fn provenance(record: Option<&Value>, meta: &dyn Fn(&str) -> Option<Value>) -> V
             push(&k, &v);
         }
     }
-    for key in ["ksearch_version", "run_seed", "devices", "task"] {
+    for key in [
+        MetaKey::KsearchVersion,
+        MetaKey::RunSeed,
+        MetaKey::Devices,
+        MetaKey::Task,
+    ] {
         if let Some(v) = meta(key) {
-            push(&key.replace('_', " "), &v);
+            push(&key.as_str().replace('_', " "), &v);
         }
     }
     out
@@ -1005,6 +1001,20 @@ fn tree(engine: &Engine, best: Option<i64>) -> Tree {
 mod tests {
     use super::*;
     use ksearch_search::engine::Candidate;
+
+    #[test]
+    fn a_stop_reason_from_a_newer_build_is_shown_as_spelled_and_offers_no_resume() {
+        let newer = StopReason::parse("paused_for_maintenance");
+        assert_eq!(stop_words(&newer), "paused_for_maintenance");
+        assert_eq!(stop_words(&StopReason::AwaitingAgent), "awaiting_agent");
+        assert_eq!(
+            stop_words(&StopReason::LlmRefused),
+            "the LLM endpoint refused the credentials"
+        );
+        assert!(resume_hint("stopped", Some(&newer), Path::new("runs/r")).is_none());
+        let hint = resume_hint("stopped", Some(&StopReason::LlmUnavailable), Path::new("runs/r"));
+        assert_eq!(hint.map(|h| h.command), Some("ksearch resume runs/r".to_string()));
+    }
 
     #[test]
     fn a_records_device_is_its_ray_nodes_gpu_else_the_gpu_or_cpu_the_harness_saw() {

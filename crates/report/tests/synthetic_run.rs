@@ -7,7 +7,7 @@ use ksearch_report::{load, load_at, Renderer, RunReport, XAxis, STALLED_AFTER_S}
 use ksearch_search::engine::{
     Engine, EngineConfig, EvalSummary, Event, KernelResources, Request, Source, TaskBrief, WorkloadSummary,
 };
-use ksearch_store::{CandidateRow, EvaluationRow, ExchangeRow, RunStore};
+use ksearch_store::{CandidateRow, EvaluationRow, ExchangeRow, MetaKey, RunStore};
 use serde_json::json;
 
 const SEED: &str = "void k(float *x) {\n  x[0] = 1;\n  x[1] = 2;\n}\n";
@@ -92,12 +92,12 @@ impl Script {
         let provider = |model: &str| json!({"name": "openai", "model": model, "kind": "openai-chat"});
         store
             .set_meta(
-                "brain",
+                MetaKey::Brain,
                 &json!({"kind": "llm", "planner": provider("gpt-p"), "coder": provider("gpt-c"),
                         "budget": {"max_calls": 400, "max_dollars": null}}),
             )
             .unwrap();
-        store.set_meta("ksearch_version", &json!("0.1.0")).unwrap();
+        store.set_meta(MetaKey::KsearchVersion, &json!("0.1.0")).unwrap();
         let mut s = Script {
             store,
             engine: Engine::new(),
@@ -290,7 +290,7 @@ fn a_run_in_progress_and_finished_is_fully_accounted_for_and_drawn() {
     // What the driver records when it stops driving is shown instead, however long ago.
     s.store
         .set_meta(
-            "stopped",
+            MetaKey::Stopped,
             &json!({"reason": "llm_unavailable", "at": last + 1.0,
                     "detail": "3 requests failed in a row; the last: openai: cannot reach http://x"}),
         )
@@ -313,11 +313,11 @@ fn a_run_in_progress_and_finished_is_fully_accounted_for_and_drawn() {
     );
     // An agent run that waits for its agent is waiting, not stopped.
     s.store
-        .set_meta("stopped", &json!({"reason": "awaiting_agent", "at": last}))
+        .set_meta(MetaKey::Stopped, &json!({"reason": "awaiting_agent", "at": last}))
         .unwrap();
     assert_eq!(load(&run_dir).unwrap().state.kind, "waiting");
     // A drive that starts again clears the record.
-    s.store.set_meta("stopped", &serde_json::Value::Null).unwrap();
+    s.store.set_meta(MetaKey::Stopped, &serde_json::Value::Null).unwrap();
     assert_eq!(load(&run_dir).unwrap().state.kind, "running");
 
     // Only the seed so far, whose build reported no resources: no column, no table.

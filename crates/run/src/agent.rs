@@ -8,12 +8,13 @@ use crate::brains::BrainSpec;
 use crate::driver::answer_format;
 use anyhow::{bail, Context};
 use ksearch_search::engine::{Engine, Event, Request};
-use ksearch_store::{ExchangeRow, RequestState, RunStore};
+use ksearch_store::{ExchangeRow, MetaKey, RequestState, RunStore};
 use serde_json::json;
 
 /// The requests an agent must answer now (oldest first, at least one), from the run's log.
 pub fn pending_for_agent(store: &RunStore, run_dir: &std::path::Path) -> anyhow::Result<(Engine, Vec<Request>)> {
-    let brain: BrainSpec = serde_json::from_value(store.meta("brain")?.context("the run has no recorded brain")?)?;
+    let brain: BrainSpec =
+        serde_json::from_value(store.meta(MetaKey::Brain)?.context("the run has no recorded brain")?)?;
     if brain != BrainSpec::Agent {
         bail!(
             "{}: this run is served by {}, not by an agent",
@@ -129,10 +130,7 @@ pub fn submit_answer(
         Request::Plan { messages, .. } | Request::Code { messages, .. } => messages.clone(),
         _ => vec![],
     };
-    let model = store
-        .meta("brain_note")?
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| "agent".into());
+    let model = store.meta_str(MetaKey::BrainNote)?.unwrap_or_else(|| "agent".into());
     store.transaction(|store| -> anyhow::Result<()> {
         store.record_exchange(&ExchangeRow {
             request_id: Some(pending_id.clone()),

@@ -7,7 +7,7 @@ use ksearch_llm::budget::{Budget, BudgetLimits};
 use ksearch_llm::cache::{MemoryCache, ReplayModel, ResponseCache};
 use ksearch_llm::prices::PriceTable;
 use ksearch_llm::{ChatModel, ChatResponse, LlmClient, LlmConfig, ProviderConfig};
-use ksearch_store::RunStore;
+use ksearch_store::{MetaKey, RunStore};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -64,7 +64,7 @@ impl BrainSpec {
         if let Some(dir) = replay {
             let store = RunStore::open(dir).with_context(|| format!("--brain replay:{}", dir.display()))?;
             let meta = store
-                .meta("brain")?
+                .meta(MetaKey::Brain)?
                 .context("the run to replay has no recorded brain")?;
             let spec: BrainSpec = serde_json::from_value(meta).context("the recorded brain is unreadable")?;
             let (planner, coder) = match spec {

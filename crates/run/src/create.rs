@@ -9,7 +9,7 @@ use crate::open::OpenRun;
 use anyhow::Context;
 use ksearch_search::engine::{EngineConfig, Event, Strategy};
 use ksearch_spec::Task;
-use ksearch_store::RunStore;
+use ksearch_store::{MetaKey, RunStore};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -90,23 +90,23 @@ pub fn create_run(
         std::fs::remove_dir_all(&snapshot_dir).with_context(|| format!("cannot replace {}", snapshot_dir.display()))?;
     }
     let snapshot = crate::snapshot::write(task, &run_dir)?;
-    store.set_meta("task", &json!(recorded_task))?;
-    store.set_meta("task_snapshot", &serde_json::to_value(&snapshot)?)?;
-    store.set_meta("brain", &serde_json::to_value(brain)?)?;
+    store.set_meta(MetaKey::Task, &json!(recorded_task))?;
+    store.set_meta(MetaKey::TaskSnapshot, &serde_json::to_value(&snapshot)?)?;
+    store.set_meta(MetaKey::Brain, &serde_json::to_value(brain)?)?;
     if let Some(note) = &settings.brain_note {
-        store.set_meta("brain_note", &json!(note))?;
+        store.set_meta(MetaKey::BrainNote, &json!(note))?;
     }
-    store.set_meta("run_seed", &json!(run_seed))?;
-    store.set_meta("ksearch_version", &json!(env!("CARGO_PKG_VERSION")))?;
-    store.set_meta("executor", &json!(settings.executor))?;
+    store.set_meta(MetaKey::RunSeed, &json!(run_seed))?;
+    store.set_meta(MetaKey::KsearchVersion, &json!(env!("CARGO_PKG_VERSION")))?;
+    store.set_meta(MetaKey::Executor, &json!(settings.executor))?;
     if let Some(ray) = &settings.ray {
-        store.set_meta("ray", &serde_json::to_value(ray)?)?;
+        store.set_meta(MetaKey::Ray, &serde_json::to_value(ray)?)?;
     }
     if settings.profile {
-        store.set_meta("profile", &json!(true))?;
+        store.set_meta(MetaKey::Profile, &json!(true))?;
     }
     if let Some(devices) = &settings.devices {
-        store.set_meta("devices", &json!(devices))?;
+        store.set_meta(MetaKey::Devices, &json!(devices))?;
     }
     let config = EngineConfig {
         rounds: settings.rounds,
@@ -128,7 +128,7 @@ pub fn create_run(
         ..EngineConfig::default()
     };
     let kb = crate::knowledge::kb()?;
-    store.set_meta("context", &json!(settings.context.to_string()))?;
+    store.set_meta(MetaKey::Context, &json!(settings.context.to_string()))?;
     let mut brief = crate::knowledge::brief(&kb, task, settings.context)?;
     if *brain == BrainSpec::Tuner {
         // The tuner starts from its template's all-defaults configuration.

@@ -14,7 +14,7 @@ use ksearch_eval::EvalOptions;
 use ksearch_llm::LlmConfig;
 use ksearch_search::engine::{Candidate, Engine, Event};
 use ksearch_spec::Task;
-use ksearch_store::RunStore;
+use ksearch_store::{MetaKey, RunStore, StopReason};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,7 +76,7 @@ pub fn drive(run: &OpenRun, llm_config: &LlmConfig, opts: &DriveOptions) -> anyh
     let engine = Engine::replay(&events).context("the run's event log does not replay")?;
     // Failures before the loop runs are recorded as the run's stop too (the loop records its own).
     let brains = crate::driver::stop_on_error(store, run.brain.build(llm_config, store, task))?;
-    let run_seed: u64 = serde_json::from_value(store.meta("run_seed")?.unwrap_or(json!(0)))?;
+    let run_seed: u64 = serde_json::from_value(store.meta(MetaKey::RunSeed)?.unwrap_or(json!(0)))?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -100,7 +100,7 @@ pub fn drive(run: &OpenRun, llm_config: &LlmConfig, opts: &DriveOptions) -> anyh
         BrainSpec::Replay { from, .. } => Some(crate::driver::recorded_evaluations(&RunStore::open(from)?)?),
         BrainSpec::Llm { .. } | BrainSpec::Agent | BrainSpec::Tuner => None,
     };
-    let devices: Option<String> = match store.meta("devices")? {
+    let devices: Option<String> = match store.meta(MetaKey::Devices)? {
         Some(v) => Some(serde_json::from_value(v).context("the run's recorded devices are unreadable")?),
         None => None,
     };
@@ -113,7 +113,7 @@ pub fn drive(run: &OpenRun, llm_config: &LlmConfig, opts: &DriveOptions) -> anyh
         ExecutorKind::Ray => {
             let settings: crate::executor::ray::RaySettings = serde_json::from_value(
                 store
-                    .meta("ray")?
+                    .meta(MetaKey::Ray)?
                     .context("a Ray run has no recorded cluster (`ray` in its metadata)")?,
             )
             .context("the run's recorded Ray cluster is unreadable")?;
@@ -125,7 +125,7 @@ pub fn drive(run: &OpenRun, llm_config: &LlmConfig, opts: &DriveOptions) -> anyh
                 Err(e @ crate::executor::ray::RayError::Connect { .. }) => {
                     crate::driver::record_stop(
                         store,
-                        "executor_unavailable",
+                        StopReason::ExecutorUnavailable,
                         &format!("{e}; `ksearch resume` continues once it is back (or here, with `--executor local`)"),
                     );
                     return Err(e.into());
@@ -152,7 +152,7 @@ pub fn drive(run: &OpenRun, llm_config: &LlmConfig, opts: &DriveOptions) -> anyh
             &local
         }
     };
-    let profile = store.meta("profile")?.and_then(|v| v.as_bool()).unwrap_or(false);
+    let profile = store.meta(MetaKey::Profile)?.and_then(|v| v.as_bool()).unwrap_or(false);
     if profile && kind == ExecutorKind::Local && ksearch_eval::profile::find_ncu().is_none() && !opts.quiet {
         eprintln!(
             "ksearch: --profile: Nsight Compute (ncu) was not found here (KSEARCH_NCU, CUDA_HOME, PATH); candidates \
@@ -184,10 +184,10 @@ pub fn drive(run: &OpenRun, llm_config: &LlmConfig, opts: &DriveOptions) -> anyh
     } = driver;
     // The most requests ever served at once over the run's drives (runs can be resumed).
     let before: usize = store
-        .meta("max_in_flight")?
+        .meta(MetaKey::MaxInFlight)?
         .and_then(|v| serde_json::from_value(v).ok())
         .unwrap_or(0);
-    store.set_meta("max_in_flight", &json!(before.max(max_in_flight)))?;
+    store.set_meta(MetaKey::MaxInFlight, &json!(before.max(max_in_flight)))?;
     let mut drove = Drove {
         stopped,
         engine,

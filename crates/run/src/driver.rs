@@ -20,7 +20,7 @@ use ksearch_eval::EvalOptions;
 use ksearch_llm::LlmClient;
 use ksearch_search::engine::{Engine, EvalSummary, Event, PlanKind, Purpose, Request, Source};
 use ksearch_spec::{language_of, language_of_in, BuildSpec, Solution, SourceFile, Task};
-use ksearch_store::{CandidateRow, ExchangeRow, RunStore};
+use ksearch_store::{CandidateRow, ExchangeRow, RunStore, StopReason, StopRecord};
 use progress::Progress;
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -150,30 +150,33 @@ pub enum Stopped {
 impl Stopped {
     /// Why, as the run's `stopped` record says it, and what goes with it. `fatal` is the LLM
     /// failure that ended the search, if one did (`budget` when it was the budget).
-    fn record(&self, fatal: Option<&(bool, String)>) -> (&'static str, String) {
+    fn record(&self, fatal: Option<&(bool, String)>) -> (StopReason, String) {
         match self {
             Stopped::Finished { reason, .. } => match fatal {
-                Some((true, error)) => ("budget", error.clone()),
-                Some((false, error)) => ("fatal", error.clone()),
-                None => ("finished", reason.clone()),
+                Some((true, error)) => (StopReason::Budget, error.clone()),
+                Some((false, error)) => (StopReason::Fatal, error.clone()),
+                None => (StopReason::Finished, reason.clone()),
             },
-            Stopped::Interrupted => ("interrupted", "stopped by Ctrl-C; `ksearch resume` continues it".into()),
+            Stopped::Interrupted => (
+                StopReason::Interrupted,
+                "stopped by Ctrl-C; `ksearch resume` continues it".into(),
+            ),
             Stopped::LlmUnavailable { failures, error } => (
-                "llm_unavailable",
+                StopReason::LlmUnavailable,
                 format!("{failures} requests failed in a row, each after its retries; the last: {error}"),
             ),
-            Stopped::LlmRefused { error } => ("llm_refused", error.clone()),
+            Stopped::LlmRefused { error } => (StopReason::LlmRefused, error.clone()),
             Stopped::ExecutorUnavailable { unavailable, pending } => (
-                "executor_unavailable",
+                StopReason::ExecutorUnavailable,
                 format!(
                     "{unavailable}; {} evaluation(s) it left unjudged stay pending; `ksearch resume` continues \
                      once it is back",
                     pending.len()
                 ),
             ),
-            Stopped::AwaitingAgent { .. } => ("awaiting_agent", String::new()),
+            Stopped::AwaitingAgent { .. } => (StopReason::AwaitingAgent, String::new()),
             Stopped::AwaitingEvaluation { evaluations, .. } => (
-                "awaiting_evaluation",
+                StopReason::AwaitingEvaluation,
                 format!(
                     "{} candidate(s) wait for `ksearch evaluate` on a machine with the task's device",
                     evaluations.len()
@@ -186,21 +189,15 @@ impl Stopped {
 /// Records why driving the run stopped, in its metadata (`stopped`: reason, time, detail), so
 /// that a report or the dashboard can tell a stopped run from a live one (docs/report.md).
 /// Best effort: when the store cannot take it, the caller has a bigger error to report.
-pub fn record_stop(store: &RunStore, reason: &str, detail: &str) {
-    let at = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
-    let _ = store.set_meta(
-        "stopped",
-        &serde_json::json!({"reason": reason, "at": at, "detail": detail}),
-    );
+pub fn record_stop(store: &RunStore, reason: StopReason, detail: &str) {
+    let _ = store.set_stop_record(&StopRecord::now(reason, detail));
 }
 
 /// `result`, after recording an error as the reason the run stopped (for failures before the
 /// loop runs: a missing API key, no device).
 pub fn stop_on_error<T>(store: &RunStore, result: anyhow::Result<T>) -> anyhow::Result<T> {
     if let Err(e) = &result {
-        record_stop(store, "error", &format!("{e:#}"));
+        record_stop(store, StopReason::Error, &format!("{e:#}"));
     }
     result
 }
@@ -257,7 +254,7 @@ impl Driver<'_> {
         // from here until the loop records why it stopped.
         let was_finished = matches!(self.engine.pending(), Some(Request::Finished { .. }));
         if !was_finished {
-            self.store.set_meta("stopped", &serde_json::Value::Null)?;
+            self.store.clear_stop_record()?;
         }
         // The LLM failure that ended the search (fatal: a key, a model, the budget), if any, and
         // whether it was the budget.
@@ -460,7 +457,7 @@ impl Driver<'_> {
                     let (reason, detail) = s.record(fatal.as_ref());
                     record_stop(self.store, reason, &detail);
                 }
-                Err(e) => record_stop(self.store, "error", &format!("{e:#}")),
+                Err(e) => record_stop(self.store, StopReason::Error, &format!("{e:#}")),
             }
         }
         stopped
@@ -835,25 +832,30 @@ mod tests {
 
     #[test]
     fn the_stop_record_names_what_ended_the_drive() {
+        // The reasons as the run's `stopped` record spells them.
+        let spelled = |(reason, detail): (StopReason, String)| (reason.as_str().to_string(), detail);
         let finished = Stopped::Finished {
             best: None,
             reason: "the round budget (4) is spent".into(),
         };
         assert_eq!(
-            finished.record(None),
-            ("finished", "the round budget (4) is spent".to_string())
+            spelled(finished.record(None)),
+            ("finished".to_string(), "the round budget (4) is spent".to_string())
         );
         let budget = (true, "budget exhausted: dollars".to_string());
-        assert_eq!(finished.record(Some(&budget)).0, "budget");
+        assert_eq!(finished.record(Some(&budget)).0.as_str(), "budget");
         let key = (false, "openai: the server refused the API key".to_string());
-        assert_eq!(finished.record(Some(&key)), ("fatal", key.1.clone()));
+        assert_eq!(
+            spelled(finished.record(Some(&key))),
+            ("fatal".to_string(), key.1.clone())
+        );
         let down = Stopped::LlmUnavailable {
             failures: 3,
             error: "HTTP 503".into(),
         };
         let (reason, detail) = down.record(None);
-        assert_eq!(reason, "llm_unavailable");
+        assert_eq!(reason.as_str(), "llm_unavailable");
         assert!(detail.starts_with("3 requests failed in a row") && detail.ends_with("HTTP 503"));
-        assert_eq!(Stopped::Interrupted.record(None).0, "interrupted");
+        assert_eq!(Stopped::Interrupted.record(None).0.as_str(), "interrupted");
     }
 }

@@ -8,7 +8,7 @@ use crate::lock::RunLock;
 use crate::snapshot::SnapshotMeta;
 use anyhow::Context;
 use ksearch_spec::Task;
-use ksearch_store::RunStore;
+use ksearch_store::{MetaKey, RunStore};
 use std::path::{Path, PathBuf};
 
 /// A run directory opened to be driven (or read).
@@ -46,9 +46,10 @@ pub fn open_for(dir: &Path, what: &str) -> anyhow::Result<OpenRun> {
 pub fn open_read(dir: &Path) -> anyhow::Result<OpenRun> {
     let store = RunStore::open(dir)?;
     let task = run_task(dir, &store)?;
-    let brain: BrainSpec = serde_json::from_value(store.meta("brain")?.context("the run has no recorded brain")?)
-        .context("the run's recorded brain is unreadable")?;
-    let executor = match store.meta("executor")? {
+    let brain: BrainSpec =
+        serde_json::from_value(store.meta(MetaKey::Brain)?.context("the run has no recorded brain")?)
+            .context("the run's recorded brain is unreadable")?;
+    let executor = match store.meta(MetaKey::Executor)? {
         Some(v) => serde_json::from_value(v).context("the run's recorded executor is unreadable")?,
         None => ExecutorKind::Local,
     };
@@ -64,10 +65,10 @@ pub fn open_read(dir: &Path) -> anyhow::Result<OpenRun> {
 
 /// The run's task: its snapshot where it has one, else the task its metadata names.
 pub fn run_task(dir: &Path, store: &RunStore) -> anyhow::Result<Task> {
-    if let Some(meta) = store.meta("task_snapshot")? {
+    if let Some(meta) = store.meta(MetaKey::TaskSnapshot)? {
         let meta: SnapshotMeta = serde_json::from_value(meta).context("the run's task_snapshot is unreadable")?;
         return crate::snapshot::load(dir, &meta);
     }
-    let task_arg: String = serde_json::from_value(store.meta("task")?.context("the run has no recorded task")?)?;
+    let task_arg: String = serde_json::from_value(store.meta(MetaKey::Task)?.context("the run has no recorded task")?)?;
     Task::load(&task_arg).with_context(|| format!("the run's task '{task_arg}'"))
 }

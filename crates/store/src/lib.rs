@@ -6,15 +6,20 @@
 //! resumed and replayed.
 //!
 //! Bodies are JSON chosen by the caller; this crate knows tables, not kernels, and must not
-//! interpret the bodies it keeps.
+//! interpret the bodies it keeps. The one exception is the run's metadata, which is the run
+//! directory's contract with every reader (the CLI, the report, older and newer builds): its
+//! keys ([`MetaKey`]) and the driver's stop record ([`StopRecord`], [`StopReason`]) are named
+//! here once, so that no reader repeats their spellings.
 
 #![warn(missing_docs)]
 
 mod error;
+mod meta;
 mod migrations;
 mod rows;
 
 pub use error::StoreError;
+pub use meta::{MetaKey, StopReason, StopRecord};
 pub use rows::{CandidateRow, EvaluationRow, EventRow, ExchangeRow, RequestRow, RequestState, WorldModelRow};
 
 use rusqlite::{params, Connection, OptionalExtension};
@@ -181,19 +186,20 @@ impl RunStore {
 
     // --- run metadata -------------------------------------------------------------------
 
-    /// Sets run metadata `key` (`task`, `brain`, `executor`...) to `value`, replacing an earlier value.
-    pub fn set_meta(&self, key: &str, value: &serde_json::Value) -> Result<(), StoreError> {
+    /// Sets run metadata `key` to `value`, replacing an earlier value.
+    pub fn set_meta(&self, key: MetaKey, value: &serde_json::Value) -> Result<(), StoreError> {
         self.conn
             .execute(
                 "INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                params![key, value.to_string()],
+                params![key.as_str(), value.to_string()],
             )
             .map(|_| ())
             .map_err(|e| self.err(e))
     }
 
     /// Run metadata `key`; `None` when it was never set.
-    pub fn meta(&self, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
+    pub fn meta(&self, key: MetaKey) -> Result<Option<serde_json::Value>, StoreError> {
+        let key = key.as_str();
         let text: Option<String> = self
             .conn
             .query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| r.get(0))
@@ -201,6 +207,34 @@ impl RunStore {
             .map_err(|e| self.err(e))?;
         text.map(|t| serde_json::from_str(&t).map_err(|e| self.corrupt("meta", key, e)))
             .transpose()
+    }
+
+    /// Run metadata `key` when it holds a JSON string; `None` when it was never set or holds
+    /// anything else (readers of the string-valued keys, such as [`MetaKey::BrainNote`] or
+    /// [`MetaKey::Executor`], fall back to their default rather than fail on them).
+    pub fn meta_str(&self, key: MetaKey) -> Result<Option<String>, StoreError> {
+        Ok(self.meta(key)?.and_then(|v| v.as_str().map(str::to_string)))
+    }
+
+    /// Why driving the run last stopped; `None` when no drive recorded a stop, while a drive is
+    /// under way (the record is cleared then), or when the row holds no readable stop record
+    /// (a hand-edited one: the event log, not this record, is the run's truth). A reason this
+    /// build does not know reads as [`StopReason::Other`].
+    pub fn stop_record(&self) -> Result<Option<StopRecord>, StoreError> {
+        Ok(self
+            .meta(MetaKey::Stopped)?
+            .and_then(|v| serde_json::from_value::<StopRecord>(v).ok()))
+    }
+
+    /// Records why driving the run stopped ([`MetaKey::Stopped`]), replacing an earlier record.
+    pub fn set_stop_record(&self, record: &StopRecord) -> Result<(), StoreError> {
+        self.set_meta(MetaKey::Stopped, &record.to_json())
+    }
+
+    /// Clears the stop record (stores `null`), as a drive does when it starts: from then until
+    /// it records why it stopped, the run is live.
+    pub fn clear_stop_record(&self) -> Result<(), StoreError> {
+        self.set_meta(MetaKey::Stopped, &serde_json::Value::Null)
     }
 
     fn corrupt(&self, table: &str, row: &str, e: serde_json::Error) -> StoreError {

@@ -1,7 +1,7 @@
 //! A run store created under a temporary name is not a run until it is published: a process
 //! killed between creating it and writing its first records leaves nothing `resume` trips on.
 
-use ksearch_store::{RunStore, StoreError, DB_FILE};
+use ksearch_store::{MetaKey, RunStore, StoreError, DB_FILE};
 use serde_json::json;
 
 #[test]
@@ -10,7 +10,7 @@ fn an_unpublished_store_is_not_a_run_and_is_replaced_by_the_next_attempt() {
     let run = dir.path().join("run");
     {
         let store = RunStore::create_staged(&run).unwrap();
-        store.set_meta("task", &json!("softmax")).unwrap();
+        store.set_meta(MetaKey::Task, &json!("softmax")).unwrap();
         // Dropped without publish: as if killed here.
     }
     assert!(!run.join(DB_FILE).exists());
@@ -18,11 +18,11 @@ fn an_unpublished_store_is_not_a_run_and_is_replaced_by_the_next_attempt() {
 
     let store = RunStore::create_staged(&run).unwrap();
     assert_eq!(
-        store.meta("task").unwrap(),
+        store.meta(MetaKey::Task).unwrap(),
         None,
         "the leftover was replaced, not reused"
     );
-    store.set_meta("task", &json!("matmul")).unwrap();
+    store.set_meta(MetaKey::Task, &json!("matmul")).unwrap();
     store.append_event("started", &json!({"kind": "started"})).unwrap();
     let store = store.publish().unwrap();
     assert_eq!(store.path(), run.join(DB_FILE));
@@ -30,7 +30,7 @@ fn an_unpublished_store_is_not_a_run_and_is_replaced_by_the_next_attempt() {
     drop(store);
 
     let reopened = RunStore::open(&run).unwrap();
-    assert_eq!(reopened.meta("task").unwrap(), Some(json!("matmul")));
+    assert_eq!(reopened.meta(MetaKey::Task).unwrap(), Some(json!("matmul")));
     let kinds: Vec<String> = reopened.events().unwrap().into_iter().map(|e| e.kind).collect();
     assert_eq!(kinds, ["started", "planner_answered"]);
     let leftovers: Vec<String> = std::fs::read_dir(&run)

@@ -8,7 +8,7 @@ fn create_write_reopen_read() {
     let run = dir.path().join("run-1");
     {
         let s = RunStore::create(&run).unwrap();
-        s.set_meta("task", &json!("softmax")).unwrap();
+        s.set_meta(MetaKey::Task, &json!("softmax")).unwrap();
         assert_eq!(s.append_event("started", &json!({"seed": 3})).unwrap(), 1);
         assert_eq!(s.append_event("planner_answered", &json!({"text": "..."})).unwrap(), 2);
         s.put_request("r1", "planner", &json!({"prompt": "p"})).unwrap();
@@ -51,7 +51,7 @@ fn create_write_reopen_read() {
         assert_eq!(s.add_world_model(1, "refine", &json!({"v": 2})).unwrap(), 2);
     }
     let s = RunStore::open(&run).unwrap();
-    assert_eq!(s.meta("task").unwrap(), Some(json!("softmax")));
+    assert_eq!(s.meta(MetaKey::Task).unwrap(), Some(json!("softmax")));
     let kinds: Vec<String> = s.events().unwrap().into_iter().map(|e| e.kind).collect();
     assert_eq!(kinds, ["started", "planner_answered"]);
     assert_eq!(s.requests(Some(RequestState::Pending)).unwrap().len(), 1);
