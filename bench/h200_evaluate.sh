@@ -7,7 +7,9 @@
 #
 # Usage: bench/h200_evaluate.sh KSEARCH_BIN RUN_DIR OUTDIR [ksearch evaluate options...]
 # With HARNESS_FROM_TREE=1 the harness is this checkout's (KSEARCH_HARNESS_DIR) instead of the
-# one embedded in the binary. Prints the device, the versions and the exact command.
+# one embedded in the binary. With TIMEOUT=S the evaluate is stopped after S seconds (TERM, then
+# KILL 10 s later; exit 124 or 137): what it finished stays in the store, the rest pending.
+# Prints the device, the versions and the exact command.
 set -u
 args="$*"
 bin=$(realpath "$1"); run=$(realpath "$2"); out=$(realpath -m "$3"); shift 3
@@ -23,7 +25,9 @@ if [ "${HARNESS_FROM_TREE:-0}" = 1 ]; then
 fi
 t0=$(date +%s.%N)
 echo "\$ ksearch evaluate $run --json $*"
-"$bin" evaluate "$run" --json "$@" > "$out/evaluate.json" 2> "$out/evaluate.log"
+limit=()
+if [ -n "${TIMEOUT:-}" ]; then limit=(timeout --kill-after=10 "$TIMEOUT"); fi
+"${limit[@]}" "$bin" evaluate "$run" --json "$@" > "$out/evaluate.json" 2> "$out/evaluate.log"
 rc=$?
 t1=$(date +%s.%N)
 echo "exit $rc after $(python3 -c "print(round($t1 - $t0, 1))") s"

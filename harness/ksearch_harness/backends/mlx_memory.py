@@ -16,6 +16,15 @@ poison are made and freed, so that the buffers MLX is likely to hand out next ho
 same is done before the correctness calls of a Python launcher, whose kernels are its own). The
 reference's earlier results cannot be overwritten in place; they return to the same cache.
 
+Residency. On MLX's CUDA backend arrays live in unified (managed) memory: an array made from a
+NumPy array is written by the host, and the first kernel to read it pulls its pages across to the
+GPU inside its own timed call. A timed call gets fresh inputs, so every call paid that: in the
+first mlx_attention search on the H200 (session 8) flash-attention candidates whose kernels take
+1.3 ms at L=4096 in a plain MLX process read 11-13 ms, with 30-40% spread, and the seed 64.5 ms
+against 49.5 (bench/mlx_timing_probe.py). So on a GPU an upload is copied once more by a kernel
+(`device_copy`, bit for bit) and the host-written array is dropped: what a timed call reads was
+last written on the device, as in a model where inputs come from the layer before.
+
 Timing: perf_counter_ns around each call, between a device-wide synchronise before it and
 mx.eval of its results plus a synchronise after it; before each call a 256 MiB buffer is read
 and written on the device, which evicts the GPU's last-level cache (the H200's 50 MiB L2, an
@@ -67,6 +76,20 @@ def _arrays(mx, value):
             yield from _arrays(mx, v)
 
 
+_UNSIGNED = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}
+
+
+def device_copy(mx, array):
+    """A copy of `array` written by a kernel on MLX's default device, bit for bit (NaN payloads,
+    -0.0 and bool included): its bits OR 0 as an unsigned integer of the same width. Lazy, like
+    every MLX operation; 0-d and empty arrays are returned as they are."""
+    if array.ndim == 0 or array.size == 0:
+        return array
+    bits = getattr(mx, _UNSIGNED[array.itemsize])
+    raw = array.view(bits)
+    return mx.bitwise_or(raw, mx.zeros((), dtype=bits)).view(array.dtype)
+
+
 def to_numpy(mx, array):
     """A host copy; bfloat16 widened to float32 exactly."""
     if array.dtype == mx.bfloat16:
@@ -93,7 +116,9 @@ class MlxMemory:
             return value
         array = self.mx.array(np.ascontiguousarray(value))
         if tensor.dtype_name == "bfloat16":
-            array = array.astype(self.mx.bfloat16)
+            return array.astype(self.mx.bfloat16)  # written by a kernel already
+        if self.on_gpu:
+            return device_copy(self.mx, array)  # see the module's notes: residency
         return array
 
     def inputs(self, values):
