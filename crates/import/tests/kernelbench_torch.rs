@@ -10,35 +10,11 @@
 //! that a failure.
 
 mod common;
+use common::torch_python;
 
 use ksearch_import::{import_kernelbench, ImportError, Imported, Options};
 use ksearch_spec::{Distribution, Task};
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// `$KSEARCH_PYTHON` when it imports torch and numpy; `None` (after saying why) when the test
-/// should be skipped.
-fn torch_python(test: &str) -> Option<PathBuf> {
-    let python = std::env::var_os("KSEARCH_PYTHON").map(PathBuf::from);
-    let why = match &python {
-        None => "KSEARCH_PYTHON is not set".to_string(),
-        Some(p) => match Command::new(p).args(["-c", "import torch, numpy"]).output() {
-            Ok(out) if out.status.success() => return python,
-            Ok(out) => format!(
-                "{} cannot import torch and numpy: {}",
-                p.display(),
-                String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("")
-            ),
-            Err(e) => format!("{} does not run: {e}", p.display()),
-        },
-    };
-    assert!(
-        std::env::var("KSEARCH_REQUIRE_TORCH").as_deref() != Ok("1"),
-        "{test}: KSEARCH_REQUIRE_TORCH=1 but {why}"
-    );
-    eprintln!("skipping {test}: {why} (these tests need PyTorch; KSEARCH_REQUIRE_TORCH=1 makes this a failure)");
-    None
-}
+use std::path::Path;
 
 fn import(python: &Path, dir: &Path, name: &str, source: &str) -> Result<Imported, ImportError> {
     let file = dir.join(format!("{name}.py"));
@@ -112,7 +88,7 @@ def get_init_inputs():
 
 #[test]
 fn a_problem_whose_output_is_zero_on_its_own_inputs_is_refused_naming_its_defect() {
-    let Some(python) = torch_python("zero_outputs") else {
+    let Some(python) = torch_python("zero_outputs", "torch, numpy") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -137,7 +113,7 @@ fn a_problem_whose_output_is_zero_on_its_own_inputs_is_refused_naming_its_defect
 
 #[test]
 fn a_model_that_draws_random_numbers_outside_dropout_is_refused() {
-    let Some(python) = torch_python("random_forward") else {
+    let Some(python) = torch_python("random_forward", "torch, numpy") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -189,7 +165,7 @@ def get_init_inputs():
 
 #[test]
 fn dropout_is_turned_off_in_the_reference_and_the_candidates_and_the_user_is_told() {
-    let Some(python) = torch_python("dropout") else {
+    let Some(python) = torch_python("dropout", "torch, numpy") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -229,7 +205,7 @@ fn dropout_is_turned_off_in_the_reference_and_the_candidates_and_the_user_is_tol
 
 #[test]
 fn a_computed_input_is_drawn_from_the_range_it_has_in_the_problem() {
-    let Some(python) = torch_python("computed_input") else {
+    let Some(python) = torch_python("computed_input", "torch, numpy") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
