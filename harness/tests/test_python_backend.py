@@ -61,6 +61,24 @@ class Conventions(unittest.TestCase):
         self.passes(python_request(model, entry="Model", init={"args": [1.0], "seed": 7},
                                    calling="dps"))
 
+    def test_init_eval_dropout_puts_the_class_entry_s_dropout_in_eval_mode(self):
+        # A KernelBench model with dropout (task.toml [kernel].init.eval_dropout, set by the
+        # importer): its dropout must pass the input through, as in the task's reference.
+        model = ("import torch\n"
+                 "class Model(torch.nn.Module):\n"
+                 "    def __init__(self):\n"
+                 "        super().__init__()\n"
+                 "        self.drop = torch.nn.Sequential(torch.nn.Dropout(0.5))\n"
+                 "    def forward(self, x):\n"
+                 "        assert not self.drop[0].training and self.training\n"
+                 "        return torch.softmax(self.drop(x), dim=-1)\n")
+        self.passes(python_request(model, entry="Model",
+                                   init={"args": [], "seed": 7, "eval_dropout": True}))
+        # Without it the module stays in training mode (nn.Module's default) and drops.
+        result = run(python_request(model, entry="Model", init={"args": [], "seed": 7}),
+                     timeout=300)
+        self.assertNotIn("passed", result.statuses, result.stderr[-3000:])
+
     def test_returned_outputs_are_checked(self):
         cases = [
             ("return torch.softmax(x, -1)[:1]", "incorrect_shape", "has shape"),

@@ -395,6 +395,18 @@ mod tests {
         assert_eq!(r["device"], json!({"backend": "python", "name": "cuda:0"}));
         assert_eq!(r["candidate"]["calling"], "tuple");
         assert_eq!(r["candidate"]["init"], json!({"args": [4, 2.5], "seed": 42}));
+        // Dropout turned off reaches the harness, which puts the candidate's dropout in eval mode.
+        let r = request(
+            "python",
+            "m.py",
+            false,
+            "calling = \"returns\"\ninit = { args = [], seed = 42, eval_dropout = true }\n",
+            &opts,
+        );
+        assert_eq!(
+            r["candidate"]["init"],
+            json!({"args": [], "seed": 42, "eval_dropout": true})
+        );
         assert!(r["candidate"].get("python_path").is_none());
         // The task's module folders reach the harness as absolute paths inside the task folder.
         let r = request("python", "m.py", false, "python_path = [\"modules\"]\n", &opts);

@@ -283,6 +283,8 @@ def int_globals(module):
 
 def kernelbench(engine, req):
     torch = engine.torch
+    sys.path.insert(0, HERE)
+    import probe_measure
     path = req["file"]
     module = load_module("ksearch_problem", path)
     model = getattr(module, "Model", None)
@@ -309,16 +311,19 @@ def kernelbench(engine, req):
         described = [describe(engine, v, f"get_inputs()[{i}]") for i, v in enumerate(inputs)]
         torch.manual_seed(req.get("seed", 42))
         instance = call(lambda: model(*init), "Model(*get_init_inputs())")
+        dropout = [name for name, _ in probe_measure.dropout_modules(torch, instance)]
         with torch.no_grad():
             result = call(lambda: instance(*inputs), "Model.forward")
         outputs = outputs_of(engine, result, "Model.forward")
-    sys.path.insert(0, HERE)
-    import probe_measure
-    largest, note = probe_measure.largest_outputs(engine, module, model, init, req, outputs)
-    if note:
-        notes.append(note)
+    measured = probe_measure.measure(engine, module, model, init, req, outputs, set(dropout))
+    if measured["note"]:
+        notes.append(measured["note"])
     return {
-        "largest": largest,
+        "largest": measured["largest"],
+        "nonfinite": measured["nonfinite"],
+        "input_ranges": measured["input_ranges"],
+        "random": measured["random"],
+        "dropout": dropout,
         "inputs": described,
         "input_names": parameter_names(model.forward, len(inputs), True),
         "init": init,

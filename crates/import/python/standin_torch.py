@@ -56,6 +56,18 @@ class Module:
             out.extend(c.modules())
         return out
 
+    def named_children(self):
+        # Containers hold their modules in a list; their names are the positions, as torch's.
+        own = [(k, v) for k, v in vars(self).items() if isinstance(v, Module)]
+        return own if own else [(str(i), c) for i, c in enumerate(self.children())]
+
+    def named_modules(self, prefix=""):
+        # Qualified names as torch gives them ("dropout", "layers.0.drop"): the probe names
+        # dropout modules with them, and both engines must write the same task.
+        yield prefix, self
+        for name, child in self.named_children():
+            yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
+
     def named_parameters(self, prefix="", recurse=True):
         for k, v in vars(self).items():
             if isinstance(v, Tensor):
@@ -104,7 +116,15 @@ class ReLU(_Elementwise):
     pass
 
 
-LeakyReLU = GELU = SiLU = Sigmoid = Tanh = Identity = Dropout = Hardtanh = ELU = Softplus = Mish = \
+class Dropout(_Elementwise):
+    """Keeps p: the probe reads it to find dropout that is active in training mode."""
+
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        self.p = p
+
+
+LeakyReLU = GELU = SiLU = Sigmoid = Tanh = Identity = Hardtanh = ELU = Softplus = Mish = \
     Hardswish = Hardsigmoid = ReLU6 = SELU = CELU = Softsign = Tanhshrink = Threshold = ReLU
 
 
@@ -218,6 +238,9 @@ class ModuleDict(Module):
     def children(self):
         return list(self._dict.values())
 
+    def named_children(self):
+        return [(str(k), v) for k, v in self._dict.items()]
+
 
 # torch.nn.functional
 
@@ -318,6 +341,8 @@ def install():
         "LayerNorm": LayerNorm, "RMSNorm": RMSNorm, "Embedding": Embedding, "Flatten": Flatten,
         "Sequential": Sequential, "ModuleList": ModuleList, "ModuleDict": ModuleDict,
         "functional": F, "init": init,
+        # What a reference asks to find dropout modules (nn.modules.dropout._DropoutNd).
+        "modules": types.SimpleNamespace(dropout=types.SimpleNamespace(_DropoutNd=Dropout)),
     }, "stand-in for torch.nn")
     cuda = _module("torch.cuda", {
         "is_available": lambda: False, "synchronize": lambda *a, **k: None,

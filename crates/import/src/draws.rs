@@ -4,7 +4,7 @@
 //! user.
 
 use crate::axes::AxisPlan;
-use crate::probe::Value;
+use crate::probe::{Observed, Value};
 use ksearch_spec::{Bound, DType, Distribution};
 use serde_json::{Map, Value as Json};
 
@@ -148,6 +148,43 @@ pub(crate) fn choose(name: &str, dtype: DType, made: &[&Value], plan: &AxisPlan,
     }
 }
 
+/// For a float input the problem computes (not straight from a torch factory) whose values were
+/// all non-negative when the importer ran the problem: uniform on the range they took there.
+/// ksearch's trial distributions would give it negative values, which such a model may not
+/// accept (KernelBench's KLDivLoss takes the log of a softmax's output: NaN everywhere).
+/// `None` for any other input, which keeps [`choose`]'s draw.
+pub(crate) fn observed(name: &str, dtype: DType, made: &Value, seen: &Observed, maker: &str) -> Option<Draw> {
+    let Value::Tensor { origin: None, .. } = made else {
+        return None;
+    };
+    let (low, high) = (seen.min, seen.max);
+    if !is_float(dtype) || !low.is_finite() || !high.is_finite() || low < 0.0 || high <= low {
+        return None;
+    }
+    let rows = if seen.rows_sum_to_one {
+        "; each of its rows sums to 1 there (a probability distribution, such as a softmax's output), which \
+         ksearch's uniform draws do not reproduce, so the task checks the model's formula on rows that do not sum \
+         to 1: a candidate must not rely on that property"
+    } else {
+        ""
+    };
+    let note = Some(format!(
+        "'{name}' is computed in {maker}; its values there lie in [{low:.3e}, {high:.3e}], none negative, so task.toml \
+         draws it uniformly from that range instead of from ksearch's trial distributions{rows}"
+    ));
+    Some(Draw {
+        distribution: Some((
+            Distribution::Uniform { low, high },
+            format!(
+                "{maker} computes '{name}' (not straight from one torch factory); its values on the problem's own \
+                 inputs lie in [{low:.3e}, {high:.3e}], none negative, so it is drawn uniformly from that range: ksearch's \
+                 trial distributions would make it negative, where a log or square root of it is NaN"
+            ),
+        )),
+        note,
+    })
+}
+
 fn show(b: &Bound) -> String {
     match b {
         Bound::Value(v) => v.to_string(),
@@ -200,4 +237,54 @@ pub(crate) fn dtype(torch_name: &str) -> Option<DType> {
         other => other,
     };
     name.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn computed() -> Value {
+        Value::Tensor {
+            shape: vec![4, 8],
+            dtype: "float32".into(),
+            origin: None,
+        }
+    }
+
+    #[test]
+    fn computed_non_negative_inputs_are_drawn_from_their_range_and_others_keep_their_draw() {
+        let seen = Observed {
+            min: 0.01,
+            max: 0.3,
+            rows_sum_to_one: true,
+        };
+        let draw = observed("p", DType::Float32, &computed(), &seen, "get_inputs()").unwrap();
+        let (dist, why) = draw.distribution.unwrap();
+        assert_eq!(dist, Distribution::Uniform { low: 0.01, high: 0.3 });
+        assert!(why.contains("[1.000e-2, 3.000e-1]"), "{why}");
+        let note = draw.note.unwrap();
+        assert!(note.contains("sums to 1") && note.contains("must not rely"), "{note}");
+        let plain = Observed {
+            rows_sum_to_one: false,
+            ..seen
+        };
+        let note = observed("p", DType::Float32, &computed(), &plain, "get_inputs()")
+            .unwrap()
+            .note
+            .unwrap();
+        assert!(!note.contains("sums to 1"), "{note}");
+        // Negative values, a constant, integers, or an input straight from a factory (whose
+        // draw choose() carries over) are left alone.
+        let negative = Observed { min: -0.5, ..seen };
+        assert!(observed("p", DType::Float32, &computed(), &negative, "g").is_none());
+        let constant = Observed { max: 0.01, ..seen };
+        assert!(observed("p", DType::Float32, &computed(), &constant, "g").is_none());
+        assert!(observed("p", DType::Int64, &computed(), &seen, "g").is_none());
+        let made = Value::Tensor {
+            shape: vec![4],
+            dtype: "float32".into(),
+            origin: Some(serde_json::from_value(serde_json::json!({"fn": "rand"})).unwrap()),
+        };
+        assert!(observed("p", DType::Float32, &made, &seen, "g").is_none());
+    }
 }

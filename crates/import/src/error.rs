@@ -57,6 +57,17 @@ pub enum ImportError {
         /// What cannot be expressed, and where.
         message: String,
     },
+    /// The problem cannot be checked as it stands, whatever the importer does: its output is
+    /// identically zero (or not finite) on its own inputs, or its forward is random. A defect
+    /// of the problem, which the message names; a task made of it would only be refused later
+    /// by `ksearch eval`, or pass a kernel that writes zeros.
+    #[error("{file}: {message}")]
+    Uncheckable {
+        /// The problem file, as given.
+        file: String,
+        /// What makes it uncheckable, and what would fix it.
+        message: String,
+    },
     /// A GPU MODE task.yml that does not parse or asks for what the importer does not support
     /// (a language other than Python, ...).
     #[error("{file}: {field}{sep}{message}", sep = if field.is_empty() { "" } else { ": " })]

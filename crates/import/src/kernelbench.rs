@@ -48,6 +48,11 @@ pub fn import_kernelbench(file: &Path, opts: &Options) -> Result<Imported, Impor
     }
     let inputs = crate::input_names(found.input_names.as_deref(), found.inputs.len());
     let outputs = crate::output_names(found.outputs.len(), &inputs);
+    refuse_uncheckable(&found, &outputs).map_err(|message| ImportError::Uncheckable {
+        file: shown.clone(),
+        message,
+    })?;
+    let eval_dropout = !found.dropout.is_empty();
     let dtype_of = |v: &Value, what: &str| -> Result<DType, ImportError> {
         let name = match v {
             Value::Tensor { dtype, .. } | Value::Scalar { dtype, .. } => dtype,
@@ -89,7 +94,15 @@ pub fn import_kernelbench(file: &Path, opts: &Options) -> Result<Imported, Impor
         match v {
             Value::Tensor { .. } => {
                 def_inputs.insert(name.clone(), crate::tensor_spec(plan.shapes[name].clone(), dtype, what));
-                chosen.push((name.clone(), draws::choose(name, dtype, &[v], &plan, "get_inputs()")));
+                let mut draw = draws::choose(name, dtype, &[v], &plan, "get_inputs()");
+                // A computed input whose values the model may need in a range (a log of a
+                // softmax's output): drawn from the range it had in the problem's own run.
+                if let Some(seen) = found.input_ranges.get(i).copied().flatten() {
+                    if let Some(observed) = draws::observed(name, dtype, v, &seen, "get_inputs()") {
+                        draw = observed;
+                    }
+                }
+                chosen.push((name.clone(), draw));
             }
             Value::Scalar { value, .. } => {
                 def_inputs.insert(name.clone(), crate::scalar_spec(dtype, what));
@@ -122,12 +135,20 @@ pub fn import_kernelbench(file: &Path, opts: &Options) -> Result<Imported, Impor
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_default();
     let init_py = crate::py_literal(&serde_json::Value::Array(found.init.clone()));
-    let description = format!(
+    let mut description = format!(
         "KernelBench problem {file_name}: the output of the PyTorch module Model (built with arguments {init_py} \
          under torch.manual_seed({INIT_SEED})) applied to the inputs in get_inputs() order. Candidates define a \
          class ModelNew with Model's constructor and forward signature; ksearch builds it the same way, so \
          parameters created in the same order get the same values."
     );
+    if eval_dropout {
+        description.push_str(&format!(
+            " Dropout is off: {} and ModelNew's dropout modules are in eval mode, so dropout passes its input \
+             through and the output is deterministic (the problem's training-mode dropout is random, and a random \
+             output cannot be checked).",
+            found.dropout.join(", ")
+        ));
+    }
     let measured: Vec<(String, DType, Option<f64>)> = def_outputs
         .iter()
         .enumerate()
@@ -142,7 +163,7 @@ pub fn import_kernelbench(file: &Path, opts: &Options) -> Result<Imported, Impor
         constraints: Vec::new(),
         inputs: def_inputs,
         outputs: def_outputs,
-        reference: reference_source(&file_name, &source, &inputs, &init_py),
+        reference: reference_source(&file_name, &source, &inputs, &init_py, eval_dropout),
     };
     let workloads = vec![serde_json::json!({"uuid": def_name, "axes": {}, "inputs": scalars})];
 
@@ -154,7 +175,7 @@ pub fn import_kernelbench(file: &Path, opts: &Options) -> Result<Imported, Impor
         ))
     })?;
     let (tolerance_toml, tolerance_notes) = tolerances::kernelbench(&measured);
-    let mut task_toml = task_toml(&file_name, &found.engine, &chosen, &rules, &init_toml);
+    let mut task_toml = task_toml(&file_name, &found.engine, &chosen, &rules, &init_toml, &found.dropout);
     task_toml.push_str(&tolerance_toml);
 
     let folder = Folder {
@@ -217,6 +238,15 @@ pub fn import_kernelbench(file: &Path, opts: &Options) -> Result<Imported, Impor
                 .into(),
         );
     }
+    if eval_dropout {
+        checks_list.push(format!(
+            "dropout is off: the model's dropout modules ({}) are put in eval mode in the reference and in every \
+             ModelNew (task.toml [kernel].init.eval_dropout), where they pass their input through. In training mode \
+             (nn.Module's default, which KernelBench keeps) they zero a random share of their input on every call, so \
+             no two calls agree and no kernel can be checked; candidates compute the model without dropout",
+            found.dropout.join(", ")
+        ));
+    }
     checks_list.extend(chosen.iter().filter_map(|(_, d)| d.note.clone()));
     if chosen.iter().any(|(_, d)| d.distribution.is_none() && d.note.is_none()) {
         checks_list.push(
@@ -247,13 +277,68 @@ pub fn import_kernelbench(file: &Path, opts: &Options) -> Result<Imported, Impor
     })
 }
 
+/// Why the problem cannot be checked as it stands, from the probe's real run of it (PyTorch
+/// only): its forward is random beyond dropout modules (which the import turns off), or an
+/// output is zero (or not finite) everywhere on the problem's own inputs. Either way the task
+/// would be refused by `ksearch eval`'s vet of the reference, or pass a kernel writing zeros;
+/// saying so here names the problem's defect instead.
+fn refuse_uncheckable(found: &KernelBenchProbe, outputs: &[String]) -> Result<(), String> {
+    let inputs_were = format!(
+        "on the problem's own inputs (get_inputs() under the seed of KernelBench's first correctness trial, \
+         Model built under torch.manual_seed({INIT_SEED}))"
+    );
+    if found.random {
+        let beyond = if found.dropout.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " even with its dropout modules ({}) in eval mode",
+                found.dropout.join(", ")
+            )
+        };
+        return Err(format!(
+            "Model.forward draws random numbers{beyond}: torch's random number generator advanced while it ran \
+             {inputs_were}, so its output differs from call to call and no kernel can be checked against it \
+             (KernelBench's own check calls Model and then ModelNew without reseeding in between, so it compares two \
+             different draws too). This is a defect of the problem: make forward deterministic, e.g. by drawing the \
+             random values in get_inputs() and passing them in"
+        ));
+    }
+    for (i, name) in outputs.iter().enumerate() {
+        if found.largest.get(i).copied().flatten() != Some(0.0) {
+            continue;
+        }
+        let what = if found.nonfinite.get(i).copied().unwrap_or(false) {
+            "has no finite non-zero value (only zeros, NaN or infinity)"
+        } else {
+            "is identically zero"
+        };
+        return Err(format!(
+            "the problem's output '{name}' (Model.forward's output {i}) {what} {inputs_were}: no tolerance can tell \
+             a correct kernel from one that writes zeros, and KernelBench's check would pass a kernel writing zeros. \
+             This is a defect of the problem, not of the import: change its operations or constants so that the \
+             output depends on the inputs"
+        ));
+    }
+    Ok(())
+}
+
 /// The definition's reference: the problem file as is, then `run` building Model once.
-fn reference_source(file_name: &str, source: &str, inputs: &[String], init_py: &str) -> String {
+fn reference_source(file_name: &str, source: &str, inputs: &[String], init_py: &str, eval_dropout: bool) -> String {
     let args = inputs.join(", ");
+    // The harness does the same to ModelNew when task.toml's [kernel].init.eval_dropout is set.
+    let dropout_off = if eval_dropout {
+        "        # Dropout off (task.toml [kernel].init.eval_dropout): eval mode passes the input through.\n        \
+         for _ksearch_m in _ksearch_model.modules():\n            \
+         if isinstance(_ksearch_m, _ksearch_torch.nn.modules.dropout._DropoutNd):\n                \
+         _ksearch_m.eval()\n"
+    } else {
+        ""
+    };
     format!(
         "{header}\n{source}\n\n# --- added by ksearch import ---\nimport torch as _ksearch_torch\n\n_ksearch_model = None\n_ksearch_on = None\n\n\n\
          def run({args}):\n    global _ksearch_model, _ksearch_on\n    if _ksearch_model is None:\n        \
-         _ksearch_torch.manual_seed({INIT_SEED})\n        _ksearch_model = Model(*{init_py})\n    \
+         _ksearch_torch.manual_seed({INIT_SEED})\n        _ksearch_model = Model(*{init_py})\n{dropout_off}    \
          # The model's parameters and buffers go where the inputs are (the harness may hand it GPU tensors).\n    \
          _ksearch_device = next((a.device for a in ({args},) if isinstance(a, _ksearch_torch.Tensor)), None)\n    \
          if _ksearch_device is not None and _ksearch_device != _ksearch_on and hasattr(_ksearch_model, \"to\"):\n        \
@@ -284,7 +369,14 @@ fn seed_source(file_name: &str, source: &str, init_py: &str) -> String {
     )
 }
 
-fn task_toml(file_name: &str, engine: &str, chosen: &[(String, Draw)], rules: &checks::RuleSet, init: &str) -> String {
+fn task_toml(
+    file_name: &str,
+    engine: &str,
+    chosen: &[(String, Draw)],
+    rules: &checks::RuleSet,
+    init: &str,
+    dropout: &[String],
+) -> String {
     let mut t = emit::comment(&format!(
         "Imported from KernelBench problem {file_name} by `ksearch import kernelbench` (shapes found with {}). \
          docs/importers.md says what is carried over and what is not.",
@@ -318,10 +410,75 @@ fn task_toml(file_name: &str, engine: &str, chosen: &[(String, Draw)], rules: &c
     t.push_str(&emit::comment(&format!(
         "ModelNew(*args) is built once under torch.manual_seed({INIT_SEED}), like the reference's Model."
     )));
-    t.push_str(&format!("init = {{ args = {init}, seed = {INIT_SEED} }}\n"));
+    if dropout.is_empty() {
+        t.push_str(&format!("init = {{ args = {init}, seed = {INIT_SEED} }}\n"));
+    } else {
+        t.push_str(&emit::comment(&format!(
+            "eval_dropout: the dropout modules ({}) are put in eval mode, in ModelNew as in the reference, so they \
+             pass their input through. The problem leaves them in training mode, where each call zeroes a different \
+             random share of the input: its output is random and cannot be checked. Candidates compute the model \
+             without dropout.",
+            dropout.join(", ")
+        )));
+        t.push_str(&format!(
+            "init = {{ args = {init}, seed = {INIT_SEED}, eval_dropout = true }}\n"
+        ));
+    }
     t.push_str(
         "\n[[baselines]]\nname = \"pytorch\"\nfile = \"baselines/pytorch.py\"\nentry = \"Model\"\n\
          description = \"the problem's Model in PyTorch eager mode\"\n",
     );
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probe(extra: serde_json::Value) -> KernelBenchProbe {
+        let mut base = serde_json::json!({
+            "engine": "torch", "inputs": [], "input_names": null, "init": [], "outputs": [],
+            "int_globals": {},
+        });
+        if let (Some(b), Some(e)) = (base.as_object_mut(), extra.as_object()) {
+            b.extend(e.clone());
+        }
+        serde_json::from_value(base).unwrap()
+    }
+
+    #[test]
+    fn uncheckable_problems_are_refused_with_their_defect_and_others_pass() {
+        let outputs = ["output0".to_string(), "output1".to_string()];
+        // Measured and non-zero, or not measured at all (the stand-in, outputs too large for
+        // the CPU): nothing to refuse.
+        assert!(refuse_uncheckable(&probe(serde_json::json!({"largest": [2.0, 1e-9]})), &outputs).is_ok());
+        assert!(refuse_uncheckable(&probe(serde_json::json!({})), &outputs).is_ok());
+        assert!(refuse_uncheckable(&probe(serde_json::json!({"largest": [null, null]})), &outputs).is_ok());
+        // One output zero is enough: the harness vets each output.
+        let zero = refuse_uncheckable(&probe(serde_json::json!({"largest": [2.0, 0.0]})), &outputs).unwrap_err();
+        assert!(
+            zero.starts_with("the problem's output 'output1' (Model.forward's output 1) is identically zero")
+                && zero.contains("KernelBench's check would pass a kernel writing zeros"),
+            "{zero}"
+        );
+        let nan = refuse_uncheckable(
+            &probe(serde_json::json!({"largest": [0.0, 1.0], "nonfinite": [true, false]})),
+            &outputs,
+        )
+        .unwrap_err();
+        assert!(
+            nan.contains("'output0'") && nan.contains("no finite non-zero value"),
+            "{nan}"
+        );
+        // Randomness left after dropout was turned off names the dropout that was.
+        let random = refuse_uncheckable(
+            &probe(serde_json::json!({"largest": [1.0, 1.0], "random": true, "dropout": ["drop"]})),
+            &outputs,
+        )
+        .unwrap_err();
+        assert!(
+            random.starts_with("Model.forward draws random numbers even with its dropout modules (drop) in eval mode"),
+            "{random}"
+        );
+    }
 }

@@ -46,9 +46,34 @@ pub(crate) struct KernelBenchProbe {
     /// only); `None` where it was not measured.
     #[serde(default)]
     pub largest: Vec<Option<f64>>,
+    /// Whether each output held NaN or infinity in that run.
+    #[serde(default)]
+    pub nonfinite: Vec<bool>,
+    /// The values of each input in that run (floats only; `None` elsewhere, and empty when the
+    /// model was not run).
+    #[serde(default)]
+    pub input_ranges: Vec<Option<Observed>>,
+    /// Whether Model.forward advanced torch's random number generators in that run (with the
+    /// modules of `dropout` in eval mode): its output differs from call to call.
+    #[serde(default)]
+    pub random: bool,
+    /// The dropout modules with p > 0 of the model as built (training mode, nn.Module's
+    /// default), by qualified name.
+    #[serde(default)]
+    pub dropout: Vec<String>,
     pub int_globals: indexmap::IndexMap<String, i64>,
     #[serde(default)]
     pub notes: Vec<String>,
+}
+
+/// The values of one input as the problem made it, over its finite elements.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+pub(crate) struct Observed {
+    pub min: f64,
+    pub max: f64,
+    /// Every row along the last dimension is non-negative and sums to 1 (a softmax's output).
+    #[serde(default)]
+    pub rows_sum_to_one: bool,
 }
 
 #[derive(Debug, Deserialize)]

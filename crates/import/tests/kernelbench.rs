@@ -249,3 +249,50 @@ fn a_loss_becomes_a_task_with_a_0d_output() {
     assert!(written.contains("\"shape\": []"), "{written}");
     run_generated(&out);
 }
+
+#[test]
+fn dropout_found_by_the_stand_in_is_turned_off_as_with_pytorch() {
+    // The stand-in finds dropout modules by the names PyTorch's probe uses, so both engines write
+    // the same task (bench/import_check.sh compares them); Dropout(0.0) changes nothing and is
+    // left alone. KernelBench's level2/66_Matmul_Dropout_Softmax, shrunk.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("drop.py");
+    std::fs::write(
+        &file,
+        "import torch\nimport torch.nn as nn\n\nclass Block(nn.Module):\n    def __init__(self, p):\n        \
+         super().__init__()\n        self.drop = nn.Dropout(p)\n        self.keep = nn.Dropout(0.0)\n\n    \
+         def forward(self, x):\n        return self.keep(self.drop(x))\n\nclass Model(nn.Module):\n    \
+         def __init__(self, n, p):\n        super().__init__()\n        self.matmul = nn.Linear(n, n)\n        \
+         self.blocks = nn.ModuleList([Block(p)])\n\n    def forward(self, x):\n        \
+         return torch.softmax(self.blocks[0](self.matmul(x)), dim=1)\n\ndef get_inputs():\n    \
+         return [torch.rand(4, 16)]\n\ndef get_init_inputs():\n    return [16, 0.2]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let imported = import_kernelbench(&file, &standin(&out)).unwrap();
+    let init = imported.task.config.kernel.init.as_ref().unwrap();
+    assert!(init.eval_dropout);
+    let dropout = imported
+        .checks
+        .iter()
+        .find(|c| c.starts_with("dropout is off"))
+        .unwrap_or_else(|| panic!("{:?}", imported.checks));
+    assert!(dropout.contains("(blocks.0.drop)"), "{dropout}");
+    let toml = std::fs::read_to_string(out.join("task.toml")).unwrap();
+    assert!(toml.contains("seed = 42, eval_dropout = true }"), "{toml}");
+    // The reference turns its dropout off; run_generated runs it (stand-in) as the harness would.
+    assert!(imported.task.definition.reference.contains("_ksearch_m.eval()"));
+    run_generated(&out);
+
+    // Without dropout that acts, nothing changes.
+    std::fs::write(
+        &file,
+        "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self):\n        \
+         super().__init__()\n        self.drop = nn.Dropout(p=0.0)\n\n    def forward(self, x):\n        \
+         return self.drop(x)\n\ndef get_inputs():\n    return [torch.randn(4)]\n",
+    )
+    .unwrap();
+    let imported = import_kernelbench(&file, &standin(&dir.path().join("still"))).unwrap();
+    assert!(!imported.task.config.kernel.init.as_ref().unwrap().eval_dropout);
+    assert!(!imported.task.definition.reference.contains("_ksearch_m.eval()"));
+}

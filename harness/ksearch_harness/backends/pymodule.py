@@ -12,8 +12,9 @@ a timed one). Calling conventions, `candidate.calling` (docs/protocol.md):
   tuple    entry(tuple(inputs)), returning likewise (GPU MODE's custom_kernel(data)).
 
 A class entry (KernelBench's ModelNew) is constructed once, at load, as
-`torch.manual_seed(init.seed); obj = cls(*init.args)`, moved to the device, then called like
-`returns`. Scalars are passed as Python numbers, var axes as ints.
+`torch.manual_seed(init.seed); obj = cls(*init.args)` (with its dropout modules then put in eval
+mode when `init.eval_dropout` is set), moved to the device, then called like `returns`.
+Scalars are passed as Python numbers, var axes as ints.
 """
 
 import inspect
@@ -100,6 +101,8 @@ class Backend(GpuBackend):
             init = self._init or {}
             self.torch.manual_seed(int(init.get("seed", 0)))
             entry = entry(*init.get("args", []))
+            if init.get("eval_dropout"):
+                _dropout_off(self.torch, entry)
             if hasattr(entry, "to"):
                 entry = entry.to(self.device)
             self._init_used = True
@@ -108,6 +111,18 @@ class Backend(GpuBackend):
                 f"'{self._symbol}' in {self._file} is a {type(entry).__name__}, not a function "
                 f"or class"))
         return entry
+
+
+def _dropout_off(torch, module):
+    """Puts the dropout modules of `module` in eval mode (they pass their input through), as the
+    task's reference does to its own ([kernel].init.eval_dropout): in training mode each call
+    drops a different random share of the input, and no candidate could match the reference."""
+    modules = getattr(module, "modules", None)
+    if modules is None:
+        return
+    for m in modules():
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
+            m.eval()
 
 
 def _takes_exactly(function, count):

@@ -41,3 +41,28 @@ pub fn run_generated(task_dir: &Path) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `$KSEARCH_PYTHON` when it imports `modules` (e.g. "torch, numpy"), for the tests that need
+/// PyTorch (CI installs none); `None`, after saying why `test` is skipped, otherwise.
+/// `KSEARCH_REQUIRE_TORCH=1` makes a missing PyTorch a failure instead.
+pub fn torch_python(test: &str, modules: &str) -> Option<PathBuf> {
+    let python = std::env::var_os("KSEARCH_PYTHON").map(PathBuf::from);
+    let why = match &python {
+        None => "KSEARCH_PYTHON is not set".to_string(),
+        Some(p) => match Command::new(p).args(["-c", &format!("import {modules}")]).output() {
+            Ok(out) if out.status.success() => return python,
+            Ok(out) => format!(
+                "{} cannot import {modules}: {}",
+                p.display(),
+                String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("")
+            ),
+            Err(e) => format!("{} does not run: {e}", p.display()),
+        },
+    };
+    assert!(
+        std::env::var("KSEARCH_REQUIRE_TORCH").as_deref() != Ok("1"),
+        "{test}: KSEARCH_REQUIRE_TORCH=1 but {why}"
+    );
+    eprintln!("skipping {test}: {why} (it needs PyTorch; KSEARCH_REQUIRE_TORCH=1 makes this a failure)");
+    None
+}

@@ -73,6 +73,14 @@ pub struct ModuleInit {
     /// The torch seed set just before construction; 0 by default.
     #[serde(default)]
     pub seed: u64,
+    /// Put the constructed object's dropout modules (torch.nn's `_DropoutNd`: `Dropout`,
+    /// `Dropout1d`-`3d`, `AlphaDropout`, ...) in eval mode, where they pass their input
+    /// through, as the task's reference does to its own. Off by default. A module in training
+    /// mode (nn.Module's default) drops a random share of its input on every call, so no two
+    /// calls agree and the output cannot be checked; `ksearch import kernelbench` sets this for
+    /// a model with dropout (docs/importers.md).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub eval_dropout: bool,
 }
 
 /// One `[[baselines]]` entry of task.toml.
