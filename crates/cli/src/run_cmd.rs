@@ -5,7 +5,7 @@ use anyhow::bail;
 use ksearch_devices::DeviceSpec;
 use ksearch_llm::LlmConfig;
 use ksearch_run::create::{create_run, NewRun, SearchSettings};
-use ksearch_run::drive::{auto_parallel, drive, DriveOptions, Drove};
+use ksearch_run::drive::{auto_parallel, drive, set_ray_cluster, DriveOptions, Drove};
 use ksearch_run::executor::ray::{check_address, RayError, RaySettings};
 use ksearch_run::executor::ExecutorKind;
 use ksearch_run::open::{open_for, OpenRun};
@@ -137,6 +137,15 @@ pub(crate) struct ResumeArgs {
     /// `--executor local` goes on here when the run's Ray cluster is gone.
     #[arg(long, value_name = "EXECUTOR")]
     executor: Option<ExecutorKind>,
+    /// The run's Ray cluster is now at ADDR (`HOST:PORT` of its head, or `ray://HOST:10001`):
+    /// recorded in the run, so later resumes go there too. For runs evaluating with `ray` (or
+    /// this drive, with `--executor ray`).
+    #[arg(long, value_name = "ADDR")]
+    ray_address: Option<String>,
+    /// With --ray-address: the ksearch binary on the new cluster's nodes (default: the one the
+    /// run recorded).
+    #[arg(long, value_name = "PATH", requires = "ray_address")]
+    ray_ksearch: Option<String>,
     #[arg(long)]
     json: bool,
 }
@@ -268,6 +277,10 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<u8> {
     if let Some(d) = &args.devices {
         d.parse::<DeviceSpec>()?;
         run.store.set_meta(MetaKey::Devices, &json!(d))?;
+    }
+    if let Some(address) = &args.ray_address {
+        let kind = args.executor.unwrap_or(run.executor);
+        set_ray_cluster(&run, kind, address, args.ray_ksearch.as_deref())?;
     }
     if !args.json {
         eprintln!("resuming {} with {}", args.run_dir.display(), run.brain.describe());
@@ -466,8 +479,9 @@ pub(crate) fn outcome(run_dir: &Path, drove: &Drove) -> Outcome {
             let text = format!(
                 "stopped: {unavailable}\nnothing is lost: every result that came back is recorded, and the {} \
                  evaluation(s) in flight ({}) stay pending, judged neither as the candidates' failures nor as \
-                 infrastructure failures; once it is back, continue with: ksearch resume {dir}\n(or evaluate on \
-                 this machine instead: ksearch resume {dir} --executor local)",
+                 infrastructure failures; once it is back, continue with: ksearch resume {dir}\n(or on a cluster \
+                 at another address: ksearch resume {dir} --ray-address ADDR; or evaluate on this machine \
+                 instead: ksearch resume {dir} --executor local)",
                 pending.len(),
                 match ids.len() {
                     0 => "none".to_string(),

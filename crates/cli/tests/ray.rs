@@ -3,7 +3,8 @@
 //! state as a local run; a Ray worker killed mid-evaluation is re-run once and the candidate
 //! recorded once; a wrong address fails at once, naming it; a head stopped mid-run stops the
 //! run cleanly (exit 1, the address and `ksearch resume` named, the evaluations in flight left
-//! pending) and `resume --executor local` evaluates those once each.
+//! pending) and `resume --executor local` evaluates those once each; a `ray://` address is
+//! watched the same way, and `resume --ray-address` moves a run to a cluster at another address.
 //!
 //! Skipped (said on stderr) when `python3 -c 'import ray'` fails, unless KSEARCH_REQUIRE_RAY=1.
 
@@ -55,6 +56,17 @@ struct Head {
 
 impl Head {
     fn start() -> Head {
+        Head::start_on(None)
+    }
+
+    /// A head whose Ray Client server listens on a port of its own; `client` is then its
+    /// `ray://` address.
+    fn start_with_client() -> (Head, String) {
+        let port = free_port();
+        (Head::start_on(Some(port)), format!("ray://127.0.0.1:{port}"))
+    }
+
+    fn start_on(client_port: Option<u16>) -> Head {
         use std::os::unix::process::CommandExt;
         // Short: Ray's socket paths live under it and must stay under 107 bytes.
         let temp = tempfile::Builder::new().prefix("ksr").tempdir_in("/tmp").unwrap();
@@ -72,6 +84,7 @@ impl Head {
         .arg(format!("--temp-dir={}", temp.path().display()))
         .arg(format!("--dashboard-agent-listen-port={}", free_port()))
         .args(["--include-dashboard=false", "--disable-usage-stats"])
+        .args(client_port.map(|p| format!("--ray-client-server-port={p}")))
         .env("RAY_USAGE_STATS_ENABLED", "0")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -90,7 +103,9 @@ impl Head {
         );
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(90) {
-            if std::net::TcpStream::connect(&head.address).is_ok()
+            let client_up = client_port.is_none_or(|p| std::net::TcpStream::connect(("127.0.0.1", p)).is_ok());
+            if client_up
+                && std::net::TcpStream::connect(&head.address).is_ok()
                 && Command::new("python3")
                     .args(["-c", &ready])
                     .output()
@@ -468,5 +483,124 @@ fn a_cluster_that_goes_away_stops_the_run_cleanly_and_resume_evaluates_what_was_
             let same = local_recs.iter().find(|(k, _)| k == key).map(|(_, r)| &r["status"]);
             assert_eq!(Some(&rec["status"]), same, "{key:?}: {rec}");
         }
+    }
+}
+
+/// `true` when the `ray://` test must skip: Ray Client needs `ray[client]` (grpcio).
+fn skip_client() -> bool {
+    if skip() {
+        return true;
+    }
+    let ok = Command::new("python3")
+        .args(["-c", "import grpc"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        return false;
+    }
+    if std::env::var("KSEARCH_REQUIRE_RAY").as_deref() == Ok("1") {
+        panic!("KSEARCH_REQUIRE_RAY=1 but python3 cannot import grpc, which Ray Client (`ray://`) needs");
+    }
+    eprintln!("skipped: python3 cannot import grpc; `pip install 'ray[client]==2.60.0'` runs this test");
+    true
+}
+
+#[test]
+fn a_ray_client_address_is_watched_and_resume_moves_the_run_to_a_cluster_at_another_address() {
+    if skip_client() {
+        return;
+    }
+    let ksearch_bin = env!("CARGO_BIN_EXE_ksearch");
+    let (mut first, address) = Head::start_with_client();
+    let work = tempfile::tempdir().unwrap();
+    let run_dir = work.path().join("ray");
+    let ray_args = [
+        "--executor",
+        "ray",
+        "--ray-address",
+        address.as_str(),
+        "--ray-ksearch",
+        ksearch_bin,
+        "--parallel",
+        "auto",
+    ];
+
+    // The head goes away mid-evaluation: the watchdog, trying the Ray Client server's port,
+    // stops the run in seconds (Ray Client itself waits out a 30 s reconnection grace).
+    let (stopped_at, run) = std::thread::scope(|s| {
+        let run = s.spawn(|| search_rounds(work.path(), &run_dir, "3", &ray_args));
+        let start = Instant::now();
+        let mut stopped_at = None;
+        while start.elapsed() < Duration::from_secs(60) && !run.is_finished() {
+            if recorded_count(&run_dir) >= 1 && evaluation_running(&first) {
+                first.stop(Duration::ZERO);
+                stopped_at = Some(Instant::now());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (stopped_at, run.join().unwrap())
+    });
+    let stopped_at = stopped_at.unwrap_or_else(|| panic!("no evaluation was seen running:\n{}", run.stderr));
+    let noticed = stopped_at.elapsed();
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let j = run.json();
+    assert_eq!(j["status"], "executor_unavailable", "{j}");
+    assert!(
+        noticed < Duration::from_secs(20),
+        "the run went on {noticed:?} after its head stopped"
+    );
+    let message = j["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains(&address) && message.contains("--ray-address ADDR"),
+        "{message}"
+    );
+    let pending: Vec<i64> = serde_json::from_value(j["pending"].clone()).unwrap();
+    let before = records(&run_dir);
+
+    let env = [("XDG_CONFIG_HOME", work.path().to_str().unwrap())];
+    let dir = run_dir.to_str().unwrap();
+    let recorded_address = || -> String {
+        let db = rusqlite::Connection::open(run_dir.join("run.sqlite")).unwrap();
+        let v: String = db
+            .query_row("SELECT value FROM meta WHERE key = 'ray'", [], |r| r.get(0))
+            .unwrap();
+        serde_json::from_str::<serde_json::Value>(&v).unwrap()["address"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // A new address nothing answers at is refused at once, naming it, and changes nothing.
+    let dead = format!("ray://127.0.0.1:{}", free_port());
+    let refused = ksearch_in(work.path(), &["resume", dir, "--ray-address", &dead], &env);
+    assert_ne!(refused.code, 0, "{}\n{}", refused.stdout, refused.stderr);
+    assert!(refused.stderr.contains(&dead), "{}", refused.stderr);
+    assert_eq!(recorded_address(), address);
+    // --ray-address is for a drive on Ray.
+    let local = ksearch_in(
+        work.path(),
+        &["resume", dir, "--executor", "local", "--ray-address", &dead],
+        &env,
+    );
+    assert_ne!(local.code, 0, "{}\n{}", local.stdout, local.stderr);
+    assert!(local.stderr.contains("--executor ray"), "{}", local.stderr);
+    assert_eq!(recorded_address(), address);
+
+    // The cluster at another address takes the run over; the address is recorded.
+    let (_second, moved) = Head::start_with_client();
+    let resumed = ksearch_in(work.path(), &["resume", dir, "--ray-address", &moved, "--json"], &env);
+    assert_eq!(resumed.code, 0, "{}\n{}", resumed.stdout, resumed.stderr);
+    assert_eq!(resumed.json()["status"], "finished", "{}", resumed.stdout);
+    assert_eq!(recorded_address(), moved);
+    let after = records(&run_dir);
+    let mut ids = keys(&after);
+    let n = ids.len();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "an evaluation was recorded twice: {ids:?}");
+    for c in &pending {
+        assert!(ids.iter().any(|(id, _)| id == c), "candidate {c} was never evaluated");
+    }
+    for (key, rec) in &before {
+        assert!(after.iter().any(|(k, r)| k == key && r == rec), "{key:?} changed");
     }
 }

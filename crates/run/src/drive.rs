@@ -126,7 +126,7 @@ pub fn drive(run: &OpenRun, llm_config: &LlmConfig, opts: &DriveOptions) -> anyh
                     crate::driver::record_stop(
                         store,
                         StopReason::ExecutorUnavailable,
-                        &format!("{e}; `ksearch resume` continues once it is back (or here, with `--executor local`)"),
+                        &format!("{e}; `ksearch resume` continues once it is back (or at another address, with `--ray-address ADDR`; or here, with `--executor local`)"),
                     );
                     return Err(e.into());
                 }
@@ -213,6 +213,36 @@ pub fn drive(run: &OpenRun, llm_config: &LlmConfig, opts: &DriveOptions) -> anyh
         );
     }
     Ok(drove)
+}
+
+/// `ksearch resume --ray-address`: points the run at a cluster at another address (the old one
+/// gone for good, or moved), keeping the recorded ksearch path on the nodes unless `ksearch`
+/// names another. Checked before anything is recorded: the drive must evaluate on Ray (`kind`,
+/// this drive's executor), and nothing may refuse connections at the address.
+pub fn set_ray_cluster(
+    run: &OpenRun,
+    kind: ExecutorKind,
+    address: &str,
+    ksearch: Option<&str>,
+) -> anyhow::Result<crate::executor::ray::RaySettings> {
+    if kind != ExecutorKind::Ray {
+        anyhow::bail!("--ray-address goes with --executor ray (this drive evaluates with `{kind}`)");
+    }
+    crate::executor::ray::check_address(address)?;
+    let recorded: Option<crate::executor::ray::RaySettings> = match run.store.meta(MetaKey::Ray)? {
+        Some(v) => Some(serde_json::from_value(v).context("the run's recorded Ray cluster is unreadable")?),
+        None => None,
+    };
+    let settings = crate::executor::ray::RaySettings {
+        address: address.to_string(),
+        ksearch: match (ksearch, recorded) {
+            (Some(k), _) => k.to_string(),
+            (None, Some(r)) => r.ksearch,
+            (None, None) => "ksearch".to_string(),
+        },
+    };
+    run.store.set_meta(MetaKey::Ray, &serde_json::to_value(&settings)?)?;
+    Ok(settings)
 }
 
 /// `--parallel auto`: as many requests at once as the executor runs evaluations at once: the

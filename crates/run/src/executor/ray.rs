@@ -13,7 +13,7 @@
 //! A cluster that goes away (the head stops, its address refuses connections, the client
 //! dies) makes every evaluation in flight, and every later one, [`Unavailable`]: none of them
 //! is recorded, and the driver stops the run for `ksearch resume`. A watchdog tries the head's
-//! address every second, so that a cluster whose head is gone is noticed in seconds rather than
+//! address (its GCS port, or its Ray Client port for `ray://`) every second, so that a cluster whose head is gone is noticed in seconds rather than
 //! after Ray's own reconnection timeout; a reply that is not a passing record is also checked
 //! against the address before it is believed (a worker killed because the head went down is the
 //! cluster's loss, not the node's).
@@ -136,21 +136,50 @@ pub struct Ray {
     task: serde_json::Value,
 }
 
-/// Fails fast on an address nothing listens at: a plain `HOST:PORT` (the head's GCS port) is
-/// tried over TCP for a few seconds, where `ray.init` would retry for a minute. `ray://` and
-/// `auto` addresses are left to Ray.
+/// The TCP endpoint whose answer says the cluster is there: the head's GCS for a plain
+/// `HOST:PORT`, the head's Ray Client server for `ray://HOST[:PORT]` (port 10001, Ray's default,
+/// when none is given). `auto`, `local` and other schemes have none: they are left to Ray.
+pub fn tcp_endpoint(address: &str) -> Option<String> {
+    if let Some(rest) = address.strip_prefix("ray://") {
+        let host_port = rest.split(['/', '?']).next().unwrap_or("");
+        if host_port.is_empty() {
+            return None;
+        }
+        // A port follows the last ':' unless that ':' is inside an IPv6 literal's brackets.
+        let has_port = match host_port.rfind(':') {
+            Some(i) => !host_port[i..].contains(']'),
+            None => false,
+        };
+        return Some(if has_port {
+            host_port.to_string()
+        } else {
+            format!("{host_port}:{RAY_CLIENT_PORT}")
+        });
+    }
+    if address.contains("://") || address == "auto" || address == "local" {
+        return None;
+    }
+    Some(address.to_string())
+}
+
+/// Ray's default port for the Ray Client server on the head (`ray://HOST` without a port).
+const RAY_CLIENT_PORT: u16 = 10001;
+
+/// Fails fast on an address nothing listens at: its [`tcp_endpoint`] (the head's GCS for
+/// `HOST:PORT`, its Ray Client server for `ray://HOST:PORT`) is tried over TCP for a few
+/// seconds, where `ray.init` would retry for a minute. `auto` and `local` are left to Ray.
 pub fn check_address(address: &str) -> Result<(), RayError> {
     use std::net::{TcpStream, ToSocketAddrs};
-    if address.contains("://") || address == "auto" || address == "local" {
+    let Some(endpoint) = tcp_endpoint(address) else {
         return Ok(());
-    }
+    };
     let unreachable = |why: String| RayError::Connect {
         address: address.to_string(),
         why,
     };
-    let addrs: Vec<_> = address
+    let addrs: Vec<_> = endpoint
         .to_socket_addrs()
-        .map_err(|e| unreachable(format!("not a HOST:PORT address ({e})")))?
+        .map_err(|e| unreachable(format!("{endpoint} is not a HOST:PORT address ({e})")))?
         .collect();
     let mut last = String::from("the name resolves to no address");
     for a in addrs {
@@ -382,9 +411,9 @@ impl Ray {
     }
 }
 
-/// Whether the address is one the watchdog can try over TCP (`HOST:PORT`, the head's GCS).
+/// Whether the watchdog can try the address over TCP (it has a [`tcp_endpoint`]).
 fn watchable(address: &str) -> bool {
-    !(address.contains("://") || address == "auto" || address == "local")
+    tcp_endpoint(address).is_some()
 }
 
 /// Tries the head's address every [`WATCH_EVERY`]; after [`WATCH_FAILURES`] failures in a row
@@ -539,6 +568,36 @@ mod tests {
             args,
             "--seed 7 --trials 2 --memory-limit 4096 --fail-fast --cuda-graph auto"
         );
+    }
+
+    #[test]
+    fn the_endpoint_the_watchdog_tries_is_the_gcs_or_the_ray_client_server() {
+        assert_eq!(tcp_endpoint("10.0.0.5:6379").as_deref(), Some("10.0.0.5:6379"));
+        assert_eq!(tcp_endpoint("ray://head:10002").as_deref(), Some("head:10002"));
+        assert_eq!(tcp_endpoint("ray://head").as_deref(), Some("head:10001"));
+        assert_eq!(tcp_endpoint("ray://head:10001/").as_deref(), Some("head:10001"));
+        assert_eq!(tcp_endpoint("ray://[::1]:10003").as_deref(), Some("[::1]:10003"));
+        assert_eq!(tcp_endpoint("ray://[::1]").as_deref(), Some("[::1]:10001"));
+        assert_eq!(tcp_endpoint("ray://"), None);
+        assert_eq!(tcp_endpoint("auto"), None);
+        assert_eq!(tcp_endpoint("local"), None);
+        assert_eq!(tcp_endpoint("anyscale://x"), None);
+    }
+
+    #[test]
+    fn a_ray_client_address_nothing_listens_at_fails_naming_it() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap();
+        let address = format!("ray://127.0.0.1:{port}");
+        match check_address(&address) {
+            Err(RayError::Connect { address: a, why }) => {
+                assert_eq!(a, address);
+                assert!(why.contains(&format!("127.0.0.1:{port}")), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
