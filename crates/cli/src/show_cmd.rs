@@ -4,6 +4,7 @@
 
 use crate::run_cmd::load_events;
 use anyhow::Context;
+use ksearch_report::kernelbench::FastP;
 use ksearch_search::engine::{
     clip, error_excerpt, resource_brief, resource_lines, times_line, verdict, AttemptRecord, Candidate, Engine, Request,
 };
@@ -197,6 +198,7 @@ pub(crate) fn show_json(run_dir: &Path) -> anyhow::Result<serde_json::Value> {
         "world_model": e.world_model().to_json(), "candidates": candidates, "answers_without_code": no_code,
         "devices": v.devices.iter().map(|d| json!({"model": d.model, "node": d.node, "driver": d.driver,
                    "evaluations": d.evaluations, "passed": d.passed})).collect::<Vec<_>>(),
+        "kernelbench_fast_p": fast_p(run_dir, &v),
         "budget": {"llm_calls": b.calls, "failed_llm_calls": b.failed_calls, "input_tokens": b.tokens_in,
                    "output_tokens": b.tokens_out, "dollars": b.dollars, "unpriced_calls": b.unpriced,
                    "evaluations": b.evaluations},
@@ -262,6 +264,9 @@ pub(crate) fn run(args: &ShowArgs) -> anyhow::Result<u8> {
         }
         None => println!("best: none passed yet"),
     }
+    if let Some(f) = fast_p(&args.run_dir, &v) {
+        println!("{}", f.line());
+    }
     let b = &v.budget;
     let priced = if b.unpriced > 0 {
         format!(" (+{} calls of unknown price)", b.unpriced)
@@ -287,6 +292,21 @@ pub(crate) fn run(args: &ShowArgs) -> anyhow::Result<u8> {
         plural(b.evaluations as u64, "evaluation", "evaluations")
     );
     Ok(0)
+}
+
+/// KernelBench's fast_p of the run's best candidate, for a task imported from KernelBench
+/// (ksearch_report::kernelbench); `None` for other tasks.
+fn fast_p(run_dir: &Path, v: &RunView) -> Option<FastP> {
+    if !ksearch_report::kernelbench::is_kernelbench_task(&run_dir.join("task")) {
+        return None;
+    }
+    let best = v.best.and_then(|id| v.engine.candidate(id));
+    // As the `best:` line judges it: the final re-measurement where there is one.
+    let summary = best.and_then(|b| b.final_result.as_ref().or(b.result.as_ref()));
+    Some(match summary {
+        Some(s) => FastP::new(s.passed(), s.speedup),
+        None => FastP::new(false, None),
+    })
 }
 
 /// `seed`, `coder`, `knob_sweep`, as the report names a candidate's origin.

@@ -19,6 +19,7 @@ mod chart;
 mod diff;
 mod error;
 mod html;
+pub mod kernelbench;
 mod lineage;
 mod load;
 mod model;
