@@ -20,6 +20,7 @@ mod agent_cmd;
 mod dashboard_cmd;
 mod doctor_cmd;
 mod eval_cmd;
+mod exit;
 mod export_cmd;
 mod fib_trace;
 mod format;
@@ -94,13 +95,15 @@ enum Command {
     Import(import_cmd::ImportCommand),
 }
 
-// Exit codes of the command-line contract (0 is success).
+// Exit codes of the command-line contract: see [`exit::ExitStatus`].
+/// Exit status 0: done as asked.
+pub(crate) const EXIT_SUCCESS: u8 = exit::ExitStatus::Success as u8;
 /// Exit status 1: the input was right but the command failed (a solution that does not pass, a
 /// run that stopped short, another process holding the run, a missing device, a full disk).
-pub(crate) const EXIT_FAILED: u8 = 1;
+pub(crate) const EXIT_FAILED: u8 = exit::ExitStatus::Failed as u8;
 /// Exit status 2: bad input (an unknown task, an unreadable file, a directory that is not a
 /// run), and any failure not known to be the machine's or the moment's.
-pub(crate) const EXIT_BAD_INPUT: u8 = 2;
+pub(crate) const EXIT_BAD_INPUT: u8 = exit::ExitStatus::BadInput as u8;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -145,7 +148,7 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
             eprintln!("error: {err:#}");
-            let code = exit_status_of(&err);
+            let code = exit::ExitStatus::of_error(&err).code();
             // A script that asked for JSON gets JSON on stdout for a failure too.
             if json_asked {
                 println!(
@@ -155,28 +158,5 @@ fn main() -> ExitCode {
             }
             ExitCode::from(code)
         }
-    }
-}
-
-/// The exit status of a command that failed with `err`: 1 where the input was right but the
-/// run cannot go on now (another process holds it, the machine lacks the device, copies
-/// diverged), 2 for bad input.
-fn exit_status_of(err: &anyhow::Error) -> u8 {
-    use ksearch_run::RunError;
-    // A full disk is the machine's failure, not the input's.
-    let disk_full = err.chain().any(|e| {
-        matches!(
-            e.downcast_ref::<ksearch_store::StoreError>(),
-            Some(ksearch_store::StoreError::DiskFull { .. })
-        ) || e
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::StorageFull)
-    });
-    if disk_full {
-        return EXIT_FAILED;
-    }
-    match err.downcast_ref::<RunError>() {
-        Some(RunError::Locked { .. } | RunError::DeviceAbsent { .. } | RunError::Diverged(_)) => EXIT_FAILED,
-        Some(RunError::TaskChanged { .. } | RunError::Exists { .. }) | None => EXIT_BAD_INPUT,
     }
 }

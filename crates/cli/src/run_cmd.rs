@@ -543,7 +543,7 @@ pub(crate) fn outcome(run_dir: &Path, drove: &Drove) -> Outcome {
                     "max_in_flight": max_in_flight,
                 }),
                 text,
-                exit: if best.is_some() { 0 } else { crate::EXIT_FAILED },
+                exit: if best.is_some() { crate::EXIT_SUCCESS } else { crate::EXIT_FAILED },
             }
         }
     }

@@ -104,7 +104,7 @@ fn find_python(notify: &dyn Fn(&str)) -> Result<PathBuf, EvalError> {
     if let Some(p) = std::env::var_os("KSEARCH_PYTHON") {
         let p = PathBuf::from(p);
         if !has_numpy(&p) {
-            return Err(EvalError::Setup(format!(
+            return Err(EvalError::Interpreter(format!(
                 "KSEARCH_PYTHON={} cannot import numpy; install it there (`{} -m pip install numpy`) or unset KSEARCH_PYTHON",
                 p.display(),
                 p.display()

@@ -83,6 +83,11 @@ pub enum EvalError {
     /// ksearch could not set up the evaluation (Python, the harness, a temp dir).
     #[error("{0}")]
     Setup(String),
+    /// The interpreter the user chose (`KSEARCH_PYTHON`) cannot run the harness: it does not
+    /// start or lacks NumPy. A setting to fix, unlike [`EvalError::Setup`]'s failures of the
+    /// machine.
+    #[error("{0}")]
+    Interpreter(String),
     /// The solution's language has no backend ([`backend_for`]).
     #[error("no evaluation backend runs '{language}' solutions yet (available: c, cuda, triton, python, mlx)")]
     UnsupportedLanguage {
@@ -343,7 +348,14 @@ pub fn evaluate(
                 request.to_string().into_bytes(),
                 &limits,
             )
-            .map_err(|e| EvalError::Setup(format!("cannot start the harness with {}: {e}", program.display())))?;
+            .map_err(|e| {
+                let what = format!("cannot start the harness with {}: {e}", program.display());
+                if std::env::var_os("KSEARCH_PYTHON").is_some_and(|p| std::path::Path::new(&p) == program.as_path()) {
+                    EvalError::Interpreter(format!("KSEARCH_PYTHON: {what}"))
+                } else {
+                    EvalError::Setup(what)
+                }
+            })?;
             if let Some(why) = note {
                 outcome.log = format!(
                     "ksearch: {why}; this evaluation ran in a fresh process\n{}",
