@@ -156,9 +156,15 @@ fn malformed_folders_give_errors_naming_the_file_and_field() {
         ),
         (
             "nested",
-            "tests:\n  - {size: [1, 2], seed: 1}\n",
+            "tests:\n  - {size: [1, [2, null]], seed: 1}\n",
             Some(VECTOR_SUM),
-            "tests[0].size: [1,2] is not a number",
+            "tests[0].size[1][1]: null is not a number, string or boolean, nor a list of them",
+        ),
+        (
+            "mapping",
+            "tests:\n  - {size: 1, seed: 1}\nbenchmarks:\n  - {size: {rows: 4}, seed: 1}\n",
+            Some(VECTOR_SUM),
+            "benchmarks[0].size: {\"rows\":4} is not a number, string or boolean",
         ),
         (
             "no_reference",
@@ -275,4 +281,90 @@ fn dicts_and_nested_lists_from_generate_input_become_flat_named_inputs() {
     assert!(seed.contains("def custom_kernel(data):"), "{seed}");
     assert!(imported.checks.iter().any(|c| c.contains("gets them flattened")));
     run_generated(&out);
+}
+
+#[test]
+fn list_valued_test_arguments_reach_generate_input_as_tuples_and_name_axes() {
+    // Grouped in the manner of GPU MODE's nvfp4_group_gemm: per-group sizes as lists
+    // (`m: [8, 16]`), per-group shapes as nested lists; its generate_input asserts that it gets
+    // them as tuples, as GPU MODE's eval passes them.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let imported =
+        import_gpumode(&fixture("gpumode/grouped_matmul_py"), &standin(&out)).unwrap_or_else(|e| panic!("{e}"));
+    let task = &imported.task;
+    let def = &task.definition;
+    // Axes named after the list elements whose values they take: m[0] changes, m[1] does not.
+    assert_eq!(def.inputs["pairs_0_0"].dims(), ["m_0", "k"]);
+    assert_eq!(def.inputs["pairs_1_1"].dims(), ["k", "n_1"]);
+    assert_eq!(def.inputs["extras_1"].dims(), ["shapes_1_0", "shapes_1_1"]);
+    assert_eq!(def.outputs["output1"].dims(), ["m_1", "n_1"]);
+    assert!(matches!(def.axes["m_0"], Axis::Var { .. }));
+    assert!(matches!(def.axes["m_1"], Axis::Const { value: 16, .. }));
+    assert!(matches!(def.axes["k"], Axis::Const { value: 64, .. }));
+    let described = format!("{:?}", def.axes["shapes_1_0"]);
+    assert!(
+        described.contains("element shapes[1][0] of the list argument 'shapes'"),
+        "{described}"
+    );
+    // One workload per distinct test; the benchmark repeats test-0.
+    let uuids: Vec<&str> = task.workloads.iter().map(|w| w.uuid.as_str()).collect();
+    assert_eq!(uuids, ["test-0", "test-1"]);
+    let axis = |name: &str| task.workloads.iter().map(|w| w.axes[name]).collect::<Vec<i64>>();
+    assert_eq!(axis("m_0"), [8, 32]);
+    assert_eq!(axis("n_1"), [4, 12]);
+    assert_eq!(axis("shapes_1_0"), [6, 9]);
+    assert_eq!(task.workloads[0].axes.len(), 3, "{:?}", task.workloads[0].axes);
+    // The per-group sizes generate_input returns are scalar inputs with each workload's value.
+    assert!(def.inputs["sizes_0_0"].is_scalar() && def.inputs["sizes_1_1"].is_scalar());
+    let scalar = |w: usize, name: &str| format!("{:?}", task.workloads[w].inputs[name]);
+    assert!(scalar(1, "sizes_0_0").contains("32"), "{}", scalar(1, "sizes_0_0"));
+    assert!(scalar(1, "sizes_1_1").contains("12"), "{}", scalar(1, "sizes_1_1"));
+    assert!(
+        def.reference
+            .contains("ref_kernel(([(pairs_0_0, pairs_0_1), (pairs_1_0, pairs_1_1)], [extras_0, extras_1]"),
+        "{}",
+        def.reference
+    );
+    assert!(imported
+        .checks
+        .iter()
+        .any(|c| c.contains("1 test(s) or benchmark(s) repeated")));
+    assert_eq!(task.config.tolerance["float32"], Tolerance { atol: 1e-4, rtol: 1e-4 });
+    run_generated(&out);
+}
+
+#[test]
+fn list_arguments_whose_lengths_change_the_structure_are_refused_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let yml = "tests:\n  \
+      - {\"m\": [8, 16], \"n\": [4, 4], \"k\": 64, \"shapes\": [[3, 5], [6, 7]], \"g\": 2, \"seed\": 1}\n  \
+      - {\"m\": [8, 16, 24], \"n\": [4, 4, 4], \"k\": 64, \"shapes\": [[3, 5], [6, 7], [2, 2]], \"g\": 3, \"seed\": 2}\n";
+    let grouped = std::fs::read_to_string(fixture("gpumode/grouped_matmul_py/reference.py")).unwrap();
+    let folder = write_task(dir.path(), yml, Some(&grouped));
+    let e = import_gpumode(&folder, &standin(&dir.path().join("out"))).unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, ImportError::Unsupported { .. }), "{text}");
+    assert!(
+        text.starts_with(&folder.join("reference.py").display().to_string())
+            && text.contains("another structure or other constants for test-1")
+            && text.contains("'m' has 3 elements for test-1 but 2 for test-0")
+            && text.contains("'shapes' has 3 elements for test-1 but 2 for test-0")
+            && !text.contains("'k'"),
+        "{text}"
+    );
+    // Same group count, but a nested list of another length: named too.
+    let yml = "tests:\n  \
+      - {\"m\": [8, 16], \"n\": [4, 4], \"k\": 64, \"shapes\": [[3, 5], [6, 7]], \"g\": 2, \"seed\": 1}\n  \
+      - {\"m\": [8, 16], \"n\": [4, 4], \"k\": 64, \"shapes\": [[3, 5], [6, 7, 2]], \"g\": 2, \"seed\": 2}\n";
+    let folder = write_task(&dir.path().join("nested"), yml, Some(&grouped));
+    let e = import_gpumode(&folder, &standin(&dir.path().join("out2"))).unwrap_err();
+    assert!(
+        e.to_string().contains(
+            "'extras_1' of generate_input's value is a 2-D float32 tensor for test-0 but a 3-D float32 tensor for \
+             test-1: generate_input's value follows the lengths of the tests' list arguments, which differ (the \
+             lists nested in 'shapes' have other lengths for test-1 than for test-0)"
+        ),
+        "{e}"
+    );
 }

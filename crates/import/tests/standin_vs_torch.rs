@@ -129,7 +129,9 @@ fn the_stand_in_gives_the_tasks_pytorch_gives() {
             )
         })
         .collect();
-    sources.push(("grayscale_py".into(), Source::GpuMode(fixture("gpumode/grayscale_py"))));
+    for name in ["grayscale_py", "grouped_matmul_py"] {
+        sources.push((name.into(), Source::GpuMode(fixture(&format!("gpumode/{name}")))));
+    }
     for (name, text) in PROBLEMS {
         let file = dir.path().join(format!("{name}.py"));
         std::fs::write(&file, text).unwrap();
