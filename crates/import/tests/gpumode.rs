@@ -368,3 +368,76 @@ fn list_arguments_whose_lengths_change_the_structure_are_refused_naming_them() {
         "{e}"
     );
 }
+
+/// Padding and convolutions, as GPU MODE's helion causal_conv1d (F.pad, then a depthwise
+/// F.conv1d) and pmpp conv2d (F.conv2d) use them: the stand-in knows their shapes.
+const CONVOLUTIONS: &str = r#"import torch
+import torch.nn.functional as F
+
+
+def ref_kernel(data):
+    x, w1, img, w2, vol, w3 = data
+    causal = F.conv1d(F.pad(x, (w1.shape[-1] - 1, 0)), w1, groups=x.shape[1])
+    strided = F.conv2d(img, w2, stride=2, padding=1, dilation=(1, 2), groups=2)
+    same = F.conv3d(vol, w3, padding="same")
+    unbatched = F.conv2d(img[0], w2[:, :, 1:, :], padding=(0, 1), groups=2)
+    return causal, strided, same, F.pad(img, (1, 2, -1, 0)), unbatched
+
+
+def generate_input(S, H, seed):
+    return (torch.randn(2, 4, S), torch.randn(4, 1, 3), torch.randn(2, 6, H, 13),
+            torch.randn(8, 3, 3, 3), torch.randn(1, 2, 4, 5, 6), torch.randn(3, 2, 3, 1, 2))
+"#;
+
+#[test]
+fn the_stand_in_gives_padding_and_convolution_shapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = write_task(
+        dir.path(),
+        "tests:\n  - {S: 16, H: 9, seed: 1}\n  - {S: 30, H: 21, seed: 2}\n",
+        Some(CONVOLUTIONS),
+    );
+    let out = dir.path().join("out");
+    let imported = import_gpumode(&folder, &standin(&out)).unwrap_or_else(|e| panic!("{e}"));
+    let task = &imported.task;
+    let def = &task.definition;
+    // Each output's sizes in each workload.
+    let sizes = |output: &str| -> Vec<Vec<i64>> {
+        task.workloads
+            .iter()
+            .map(|w| {
+                def.outputs[output]
+                    .dims()
+                    .iter()
+                    .map(|a| match &def.axes[a.as_str()] {
+                        Axis::Const { value, .. } => *value,
+                        Axis::Var { .. } => w.axes[a.as_str()],
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    // Causal padding by W - 1 on the left keeps the length: the output shares x's axis S.
+    assert_eq!(def.outputs["output0"].dims()[2], "S");
+    assert_eq!(sizes("output0"), [[2, 4, 16], [2, 4, 30]]);
+    // floor((H + 2 - 1 * 2 - 1) / 2) + 1 rows, floor((13 + 2 - 2 * 2 - 1) / 2) + 1 = 6 columns.
+    assert_eq!(sizes("output1"), [[2, 8, 5, 6], [2, 8, 11, 6]]);
+    assert_eq!(sizes("output2"), [[1, 3, 4, 5, 6], [1, 3, 4, 5, 6]]);
+    assert_eq!(sizes("output3"), [[2, 6, 8, 16], [2, 6, 20, 16]]);
+    // Unbatched (C, H, W) input, a 2x3 kernel padded by one column: (8, H - 1, 13).
+    assert_eq!(sizes("output4"), [[8, 8, 13], [8, 20, 13]]);
+    run_generated(&out);
+
+    // Channels that do not match the weight's are refused, as PyTorch refuses them.
+    let folder = write_task(
+        &dir.path().join("mismatch"),
+        "tests:\n  - {S: 16, H: 9, seed: 1}\n",
+        Some(&CONVOLUTIONS.replace("groups=x.shape[1])", "groups=2)")),
+    );
+    let e = import_gpumode(&folder, &standin(&dir.path().join("out2"))).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("raised RuntimeError: Given groups=2, weight of size [4, 1, 3], expected input[2, 4, 18] to have 2 channels, but got 4 channels instead"),
+        "{e}"
+    );
+}
