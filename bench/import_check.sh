@@ -44,6 +44,7 @@ imports=(
   "kernelbench $fixtures/kernelbench/12_Gemm_ReLU.py gemm_relu"
   "kernelbench $fixtures/kernelbench/23_Softmax.py softmax"
   "gpumode $fixtures/gpumode/grayscale_py grayscale"
+  "gpumode $fixtures/gpumode/grouped_matmul_py grouped_matmul"
 )
 for entry in "${imports[@]}"; do
   read -r kind source name <<<"$entry"

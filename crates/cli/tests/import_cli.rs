@@ -80,3 +80,59 @@ fn a_gpumode_seed_with_a_helper_module_passes_the_static_checks_and_its_evaluati
         eval_seed_passes(&out);
     }
 }
+
+/// GPU MODE tests with list-valued arguments (per-group sizes, as reference-kernels'
+/// nvfp4_group_gemm gives them): the import crate's sample grouped problem.
+#[test]
+fn a_gpumode_task_with_list_valued_test_arguments_imports_and_its_seed_passes() {
+    let grouped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../import/tests/fixtures/gpumode/grouped_matmul_py");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("grouped");
+    let r = import("gpumode", &grouped, &out, &["--stand-in"]);
+    assert!(
+        r.stdout.contains("2 workloads from 2 tests and 1 benchmarks") && r.stdout.contains("axes m_0, k,"),
+        "{}",
+        r.stdout
+    );
+    let r = ksearch(&[
+        "eval",
+        out.to_str().unwrap(),
+        out.join("seed.py").to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--build-only",
+        "--json",
+    ]);
+    let j = r.json();
+    assert_ne!(j["status"], "rejected", "{j}");
+    if torch_here("a_gpumode_task_with_list_valued_test_arguments") {
+        eval_seed_passes(&out);
+    }
+
+    // A list holding what a test cannot pass: the error names the file and the element.
+    let bad = dir.path().join("bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::copy(grouped.join("reference.py"), bad.join("reference.py")).unwrap();
+    std::fs::write(
+        bad.join("task.yml"),
+        "tests:\n  - {\"m\": [8, null], \"n\": [4, 4], \"k\": 64, \"shapes\": [[3, 5], [6, 7]], \"g\": 2, \"seed\": 1}\n",
+    )
+    .unwrap();
+    let r = ksearch(&[
+        "import",
+        "gpumode",
+        bad.to_str().unwrap(),
+        "--out",
+        dir.path().join("bad_out").to_str().unwrap(),
+        "--stand-in",
+    ]);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    assert!(
+        r.stderr.contains(&format!(
+            "{}: tests[0].m[1]: null is not a number, string or boolean, nor a list of them",
+            bad.join("task.yml").display()
+        )),
+        "{}",
+        r.stderr
+    );
+}

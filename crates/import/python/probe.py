@@ -360,7 +360,8 @@ def gpumode(engine, req):
     with engine.context():
         for i, args in enumerate(req["calls"]):
             where = f"generate_input(**{json.dumps(args)})"
-            data = call(lambda: generate_input(**args), where)
+            given = {k: as_tuples(v) for k, v in args.items()}
+            data = call(lambda: generate_input(**given), where)
             bare = not isinstance(data, (tuple, list, dict))
             items = [data] if bare else list(data)
             record = {"bare": bare}
@@ -377,6 +378,14 @@ def gpumode(engine, req):
             calls.append(record)
     return {"calls": calls, "input_names": names,
             "tolerance": tolerance(source, sys.modules.get("utils"))}
+
+
+def as_tuples(value):
+    """A task.yml argument as GPU MODE's eval passes it to generate_input: a list (`m: [96, 128]`,
+    the group GEMM's per-group sizes) becomes a tuple, nested lists tuples of tuples."""
+    if isinstance(value, list):
+        return tuple(as_tuples(v) for v in value)
+    return value
 
 
 def _leaf(engine, v):

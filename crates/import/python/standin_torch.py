@@ -287,6 +287,74 @@ def normalize(x, p=2.0, dim=1, eps=1e-12):
     return x._like()
 
 
+def pad(x, pad, mode="constant", value=None):
+    """torch.nn.functional.pad: `pad` = (left, right) of the last dimension, then of the one
+    before it, ...; negative amounts crop."""
+    pad = tuple(pad)
+    if len(pad) % 2 or len(pad) // 2 > len(x.shape):
+        raise RuntimeError(f"Padding length must be divisible by 2 and at most twice the input's "
+                           f"{len(x.shape)} dimensions, got {len(pad)}")
+    shape = list(x.shape)
+    for i in range(len(pad) // 2):
+        d = len(shape) - 1 - i
+        size = shape[d] + _builtin_int(pad[2 * i]) + _builtin_int(pad[2 * i + 1])
+        if size < 0:
+            raise RuntimeError(f"padding {pad} makes dimension {d} of {list(x.shape)} negative")
+        shape[d] = size
+    return Tensor(shape, x.dtype, x.device)
+
+
+def _conv(n):
+    """torch.nn.functional.conv{n}d's shapes: input (N, C_in, *spatial) or (C_in, *spatial),
+    weight (C_out, C_in / groups, *kernel)."""
+
+    def per_dim(v, name):
+        v = (v,) * n if isinstance(v, _builtin_int) else tuple(v)
+        if len(v) != n:
+            raise RuntimeError(f"expected {name} to be a single integer or a list of {n} integers")
+        return v
+
+    def conv(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        batched = len(x.shape) == n + 2
+        if not batched and len(x.shape) != n + 1:
+            raise RuntimeError(f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to "
+                               f"conv{n}d, but got input of size: {list(x.shape)}")
+        if len(weight.shape) != n + 2:
+            raise RuntimeError(f"conv{n}d: weight of size {list(weight.shape)} is not {n + 2}-D")
+        if x.dtype != weight.dtype:
+            raise RuntimeError(f"Input type ({x.dtype}) and weight type ({weight.dtype}) should be the same")
+        channels = x.shape[1] if batched else x.shape[0]
+        out_channels, per_group = weight.shape[0], weight.shape[1]
+        if channels != per_group * groups or out_channels % groups:
+            raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected "
+                               f"input{list(x.shape)} to have {per_group * groups} channels, but got "
+                               f"{channels} channels instead")
+        if bias is not None and tuple(bias.shape) != (out_channels,):
+            raise RuntimeError(f"bias of size {list(bias.shape)} for {out_channels} output channels")
+        stride, dilation = per_dim(stride, "stride"), per_dim(dilation, "dilation")
+        spatial = x.shape[-n:]
+        kernel = weight.shape[2:]
+        if padding == "same":
+            if any(s != 1 for s in stride):
+                raise RuntimeError("padding='same' is not supported for strided convolutions")
+            out = tuple(spatial)
+        else:
+            padding = (0,) * n if padding == "valid" else per_dim(padding, "padding")
+            out = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1
+                        for i, p, d, k, s in zip(spatial, padding, dilation, kernel, stride))
+        if any(o <= 0 for o in out):
+            raise RuntimeError(f"conv{n}d: kernel {list(kernel)} is larger than the (padded) input "
+                               f"{list(spatial)}")
+        lead = (x.shape[0], out_channels) if batched else (out_channels,)
+        return Tensor(lead + out, x.dtype, x.device)
+
+    conv.__name__ = f"conv{n}d"
+    return conv
+
+
+conv1d, conv2d, conv3d = _conv(1), _conv(2), _conv(3)
+
+
 def _init(t, *a, **k):
     return t
 
@@ -319,7 +387,8 @@ def install():
     F = _module("torch.nn.functional", {
         "linear": linear, "layer_norm": layer_norm, "rms_norm": rms_norm,
         "scaled_dot_product_attention": scaled_dot_product_attention, "cross_entropy": cross_entropy,
-        "cosine_similarity": cosine_similarity, "normalize": normalize,
+        "cosine_similarity": cosine_similarity, "normalize": normalize, "pad": pad,
+        "conv1d": conv1d, "conv2d": conv2d, "conv3d": conv3d,
         "softmax": _method("softmax"), "log_softmax": _method("log_softmax"),
         **{n: _act for n in ("relu", "relu6", "leaky_relu", "gelu", "silu", "sigmoid", "tanh",
                              "softplus", "elu", "selu", "celu", "hardtanh", "hardswish",

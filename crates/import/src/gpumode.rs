@@ -65,11 +65,8 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
     let mut calls: Vec<(String, serde_json::Map<String, serde_json::Value>)> = Vec::new();
     for (list, entries) in [("tests", &yml.tests), ("benchmarks", &yml.benchmarks)] {
         for (i, args) in entries.iter().enumerate() {
-            if let Some((k, v)) = args.iter().find(|(_, v)| v.is_array() || v.is_object() || v.is_null()) {
-                return Err(bad(
-                    &format!("{list}[{i}].{k}"),
-                    format!("{v} is not a number, string or boolean"),
-                ));
+            for (k, v) in args {
+                check_argument(&format!("{list}[{i}].{k}"), v).map_err(|(field, message)| bad(&field, message))?;
             }
             let singular = list.trim_end_matches('s');
             calls.push((format!("{singular}-{i}"), args.clone()));
@@ -141,17 +138,7 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
             }
         }
     }
-    let hints: Vec<Hint> = keys
-        .iter()
-        .filter_map(|k| {
-            let values: Option<Vec<i64>> = calls.iter().map(|(_, a)| a.get(*k).and_then(|v| v.as_i64())).collect();
-            Some(Hint {
-                name: (*k).clone(),
-                values: values?,
-                source: format!("the '{k}' argument of the tests and benchmarks"),
-            })
-        })
-        .collect();
+    let hints = argument_hints(&keys, &calls);
     let plan = axes::plan(&tensors, &hints, calls.len()).map_err(unsupported)?;
 
     let dtype = |v: &Value, what: &str| -> Result<DType, ImportError> {
@@ -390,6 +377,83 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
     })
 }
 
+/// A task.yml argument is a number, string or boolean, or a list of them, nested lists too
+/// (GPU MODE's group GEMM: `m: [96, 128]`); generate_input gets a list as a tuple, as GPU MODE's
+/// eval passes it. `Err((field, message))` names the element at fault (`tests[0].m[1]`).
+fn check_argument(field: &str, value: &serde_json::Value) -> Result<(), (String, String)> {
+    match value {
+        serde_json::Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                check_argument(&format!("{field}[{i}]"), item)?;
+            }
+            Ok(())
+        }
+        serde_json::Value::Object(_) | serde_json::Value::Null => Err((
+            field.to_string(),
+            format!(
+                "{value} is not a number, string or boolean, nor a list of them (a test's arguments are passed \
+                 to generate_input(**args); GPU MODE's eval reads numbers, words and lists)"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The integer arguments of the tests and benchmarks (list elements too, `m_0` for `m[0]`,
+/// `shapes_1_0` for `shapes[1][0]`) with their value in every call: the names axes take.
+fn argument_hints(keys: &[&String], calls: &[(String, serde_json::Map<String, serde_json::Value>)]) -> Vec<Hint> {
+    fn integers(name: String, at: String, value: &serde_json::Value, out: &mut Vec<(String, String, i64)>) {
+        match value {
+            serde_json::Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    integers(format!("{name}_{i}"), format!("{at}[{i}]"), item, out);
+                }
+            }
+            v => {
+                if let Some(n) = v.as_i64() {
+                    out.push((name, at, n));
+                }
+            }
+        }
+    }
+    let mut hints: Vec<Hint> = Vec::new();
+    for k in keys {
+        let per_call: Vec<Vec<(String, String, i64)>> = calls
+            .iter()
+            .map(|(_, args)| {
+                let mut found = Vec::new();
+                if let Some(v) = args.get(*k) {
+                    integers((*k).clone(), (*k).clone(), v, &mut found);
+                }
+                found
+            })
+            .collect();
+        let Some(first) = per_call.first() else {
+            continue;
+        };
+        for (name, at, _) in first {
+            let values: Option<Vec<i64>> = per_call
+                .iter()
+                .map(|found| found.iter().find(|(n, _, _)| n == name).map(|(_, _, v)| *v))
+                .collect();
+            let Some(values) = values else {
+                continue;
+            };
+            let source = if at == *k {
+                format!("the '{k}' argument of the tests and benchmarks")
+            } else {
+                format!("element {at} of the list argument '{k}' of the tests and benchmarks")
+            };
+            hints.push(Hint {
+                name: name.clone(),
+                values,
+                source,
+            });
+        }
+    }
+    hints
+}
+
 fn shape(v: &Value) -> Vec<i64> {
     match v {
         Value::Tensor { shape, .. } => shape.clone(),
@@ -407,20 +471,26 @@ fn check_consistent(
         Value::Tensor { dtype, shape, .. } => format!("a {}-D {dtype} tensor", shape.len()),
         Value::Scalar { dtype, .. } => format!("a {dtype} number"),
     };
+    let value_name = |j: usize| match &first.leaf_names {
+        Some(names) if j < names.len() => format!("'{}' of generate_input's value", names[j]),
+        _ => format!("generate_input's value {j}"),
+    };
     for (w, c) in found.calls.iter().enumerate().skip(1) {
         let name = &calls[w].0;
+        // Why the value changes, when list arguments of other lengths explain it.
+        let lists = list_lengths_differ(&calls[0], &calls[w]);
         if c.rebuild != first.rebuild {
             return Err(format!(
                 "generate_input's value has another structure or other constants for {name} ({}) than for {} ({}); \
-                 ksearch needs one structure for every test and benchmark",
-                c.rebuild.as_deref().unwrap_or("a flat tuple"),
+                 ksearch needs one structure for every test and benchmark (a definition has one set of inputs){lists}",
+                clip(c.rebuild.as_deref().unwrap_or("a flat tuple")),
                 calls[0].0,
-                first.rebuild.as_deref().unwrap_or("a flat tuple")
+                clip(first.rebuild.as_deref().unwrap_or("a flat tuple")),
             ));
         }
         if c.bare != first.bare || c.inputs.len() != first.inputs.len() {
             return Err(format!(
-                "generate_input returns {} values for {} but {} for {name}",
+                "generate_input returns {} values for {} but {} for {name}{lists}",
                 first.inputs.len(),
                 calls[0].0,
                 c.inputs.len()
@@ -428,22 +498,28 @@ fn check_consistent(
         }
         if c.outputs.len() != first.outputs.len() {
             return Err(format!(
-                "ref_kernel returns {} outputs for {} but {} for {name}",
+                "ref_kernel returns {} outputs for {} but {} for {name}{lists}",
                 first.outputs.len(),
                 calls[0].0,
                 c.outputs.len()
             ));
         }
-        for (j, (a, b)) in first
+        let inputs = first
             .inputs
             .iter()
             .zip(&c.inputs)
-            .chain(first.outputs.iter().zip(&c.outputs))
             .enumerate()
-        {
+            .map(|(j, p)| (value_name(j), p));
+        let outputs = first
+            .outputs
+            .iter()
+            .zip(&c.outputs)
+            .enumerate()
+            .map(|(j, p)| (format!("ref_kernel's output {j}"), p));
+        for (what, (a, b)) in inputs.chain(outputs) {
             if kind(a) != kind(b) {
                 return Err(format!(
-                    "value {j} is {} for {} but {} for {name}",
+                    "{what} is {} for {} but {} for {name}{lists}",
                     kind(a),
                     calls[0].0,
                     kind(b)
@@ -458,6 +534,68 @@ fn check_consistent(
         return Err("generate_input returned an empty tuple".into());
     }
     Ok(())
+}
+
+/// `text`, or its first 150 characters and how many more there are (a group GEMM's
+/// structure for eight groups is a long expression).
+fn clip(text: &str) -> String {
+    const KEEP: usize = 150;
+    let count = text.chars().count();
+    if count <= KEEP {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(KEEP).collect();
+    format!("{head}... ({} more characters)", count - KEEP)
+}
+
+/// For a structure that changes between two calls: the list arguments whose lengths differ
+/// between them (a group count that follows the tests' per-group sizes), as a clause for the
+/// message, or "".
+fn list_lengths_differ(
+    a: &(String, serde_json::Map<String, serde_json::Value>),
+    b: &(String, serde_json::Map<String, serde_json::Value>),
+) -> String {
+    // The lengths of a list and of the lists nested in it, in order.
+    fn lengths(v: &serde_json::Value, out: &mut Vec<usize>) {
+        if let Some(items) = v.as_array() {
+            out.push(items.len());
+            items.iter().for_each(|item| lengths(item, out));
+        }
+    }
+    let differ: Vec<String> =
+        a.1.iter()
+            .filter_map(|(k, va)| {
+                let vb = b.1.get(k)?;
+                let (xa, xb) = (va.as_array()?, vb.as_array()?);
+                if xa.len() != xb.len() {
+                    return Some(format!(
+                        "'{k}' has {} elements for {} but {} for {}",
+                        xb.len(),
+                        b.0,
+                        xa.len(),
+                        a.0
+                    ));
+                }
+                let (mut la, mut lb) = (Vec::new(), Vec::new());
+                lengths(va, &mut la);
+                lengths(vb, &mut lb);
+                (la != lb).then(|| {
+                    format!(
+                        "the lists nested in '{k}' have other lengths for {} than for {}",
+                        b.0, a.0
+                    )
+                })
+            })
+            .collect();
+    if differ.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ": generate_input's value follows the lengths of the tests' list arguments, which differ ({}); \
+             import the tests and benchmarks of one length as a task of their own",
+            differ.join("; ")
+        )
+    }
 }
 
 /// task.toml `[tolerance]` tables from check_implementation, and the note about it.

@@ -156,9 +156,15 @@ fn malformed_folders_give_errors_naming_the_file_and_field() {
         ),
         (
             "nested",
-            "tests:\n  - {size: [1, 2], seed: 1}\n",
+            "tests:\n  - {size: [1, [2, null]], seed: 1}\n",
             Some(VECTOR_SUM),
-            "tests[0].size: [1,2] is not a number",
+            "tests[0].size[1][1]: null is not a number, string or boolean, nor a list of them",
+        ),
+        (
+            "mapping",
+            "tests:\n  - {size: 1, seed: 1}\nbenchmarks:\n  - {size: {rows: 4}, seed: 1}\n",
+            Some(VECTOR_SUM),
+            "benchmarks[0].size: {\"rows\":4} is not a number, string or boolean",
         ),
         (
             "no_reference",
@@ -275,4 +281,163 @@ fn dicts_and_nested_lists_from_generate_input_become_flat_named_inputs() {
     assert!(seed.contains("def custom_kernel(data):"), "{seed}");
     assert!(imported.checks.iter().any(|c| c.contains("gets them flattened")));
     run_generated(&out);
+}
+
+#[test]
+fn list_valued_test_arguments_reach_generate_input_as_tuples_and_name_axes() {
+    // Grouped in the manner of GPU MODE's nvfp4_group_gemm: per-group sizes as lists
+    // (`m: [8, 16]`), per-group shapes as nested lists; its generate_input asserts that it gets
+    // them as tuples, as GPU MODE's eval passes them.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let imported =
+        import_gpumode(&fixture("gpumode/grouped_matmul_py"), &standin(&out)).unwrap_or_else(|e| panic!("{e}"));
+    let task = &imported.task;
+    let def = &task.definition;
+    // Axes named after the list elements whose values they take: m[0] changes, m[1] does not.
+    assert_eq!(def.inputs["pairs_0_0"].dims(), ["m_0", "k"]);
+    assert_eq!(def.inputs["pairs_1_1"].dims(), ["k", "n_1"]);
+    assert_eq!(def.inputs["extras_1"].dims(), ["shapes_1_0", "shapes_1_1"]);
+    assert_eq!(def.outputs["output1"].dims(), ["m_1", "n_1"]);
+    assert!(matches!(def.axes["m_0"], Axis::Var { .. }));
+    assert!(matches!(def.axes["m_1"], Axis::Const { value: 16, .. }));
+    assert!(matches!(def.axes["k"], Axis::Const { value: 64, .. }));
+    let described = format!("{:?}", def.axes["shapes_1_0"]);
+    assert!(
+        described.contains("element shapes[1][0] of the list argument 'shapes'"),
+        "{described}"
+    );
+    // One workload per distinct test; the benchmark repeats test-0.
+    let uuids: Vec<&str> = task.workloads.iter().map(|w| w.uuid.as_str()).collect();
+    assert_eq!(uuids, ["test-0", "test-1"]);
+    let axis = |name: &str| task.workloads.iter().map(|w| w.axes[name]).collect::<Vec<i64>>();
+    assert_eq!(axis("m_0"), [8, 32]);
+    assert_eq!(axis("n_1"), [4, 12]);
+    assert_eq!(axis("shapes_1_0"), [6, 9]);
+    assert_eq!(task.workloads[0].axes.len(), 3, "{:?}", task.workloads[0].axes);
+    // The per-group sizes generate_input returns are scalar inputs with each workload's value.
+    assert!(def.inputs["sizes_0_0"].is_scalar() && def.inputs["sizes_1_1"].is_scalar());
+    let scalar = |w: usize, name: &str| format!("{:?}", task.workloads[w].inputs[name]);
+    assert!(scalar(1, "sizes_0_0").contains("32"), "{}", scalar(1, "sizes_0_0"));
+    assert!(scalar(1, "sizes_1_1").contains("12"), "{}", scalar(1, "sizes_1_1"));
+    assert!(
+        def.reference
+            .contains("ref_kernel(([(pairs_0_0, pairs_0_1), (pairs_1_0, pairs_1_1)], [extras_0, extras_1]"),
+        "{}",
+        def.reference
+    );
+    assert!(imported
+        .checks
+        .iter()
+        .any(|c| c.contains("1 test(s) or benchmark(s) repeated")));
+    assert_eq!(task.config.tolerance["float32"], Tolerance { atol: 1e-4, rtol: 1e-4 });
+    run_generated(&out);
+}
+
+#[test]
+fn list_arguments_whose_lengths_change_the_structure_are_refused_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let yml = "tests:\n  \
+      - {\"m\": [8, 16], \"n\": [4, 4], \"k\": 64, \"shapes\": [[3, 5], [6, 7]], \"g\": 2, \"seed\": 1}\n  \
+      - {\"m\": [8, 16, 24], \"n\": [4, 4, 4], \"k\": 64, \"shapes\": [[3, 5], [6, 7], [2, 2]], \"g\": 3, \"seed\": 2}\n";
+    let grouped = std::fs::read_to_string(fixture("gpumode/grouped_matmul_py/reference.py")).unwrap();
+    let folder = write_task(dir.path(), yml, Some(&grouped));
+    let e = import_gpumode(&folder, &standin(&dir.path().join("out"))).unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, ImportError::Unsupported { .. }), "{text}");
+    assert!(
+        text.starts_with(&folder.join("reference.py").display().to_string())
+            && text.contains("another structure or other constants for test-1")
+            && text.contains("'m' has 3 elements for test-1 but 2 for test-0")
+            && text.contains("'shapes' has 3 elements for test-1 but 2 for test-0")
+            && !text.contains("'k'"),
+        "{text}"
+    );
+    // Same group count, but a nested list of another length: named too.
+    let yml = "tests:\n  \
+      - {\"m\": [8, 16], \"n\": [4, 4], \"k\": 64, \"shapes\": [[3, 5], [6, 7]], \"g\": 2, \"seed\": 1}\n  \
+      - {\"m\": [8, 16], \"n\": [4, 4], \"k\": 64, \"shapes\": [[3, 5], [6, 7, 2]], \"g\": 2, \"seed\": 2}\n";
+    let folder = write_task(&dir.path().join("nested"), yml, Some(&grouped));
+    let e = import_gpumode(&folder, &standin(&dir.path().join("out2"))).unwrap_err();
+    assert!(
+        e.to_string().contains(
+            "'extras_1' of generate_input's value is a 2-D float32 tensor for test-0 but a 3-D float32 tensor for \
+             test-1: generate_input's value follows the lengths of the tests' list arguments, which differ (the \
+             lists nested in 'shapes' have other lengths for test-1 than for test-0)"
+        ),
+        "{e}"
+    );
+}
+
+/// Padding and convolutions, as GPU MODE's helion causal_conv1d (F.pad, then a depthwise
+/// F.conv1d) and pmpp conv2d (F.conv2d) use them: the stand-in knows their shapes.
+const CONVOLUTIONS: &str = r#"import torch
+import torch.nn.functional as F
+
+
+def ref_kernel(data):
+    x, w1, img, w2, vol, w3 = data
+    causal = F.conv1d(F.pad(x, (w1.shape[-1] - 1, 0)), w1, groups=x.shape[1])
+    strided = F.conv2d(img, w2, stride=2, padding=1, dilation=(1, 2), groups=2)
+    same = F.conv3d(vol, w3, padding="same")
+    unbatched = F.conv2d(img[0], w2[:, :, 1:, :], padding=(0, 1), groups=2)
+    return causal, strided, same, F.pad(img, (1, 2, -1, 0)), unbatched
+
+
+def generate_input(S, H, seed):
+    return (torch.randn(2, 4, S), torch.randn(4, 1, 3), torch.randn(2, 6, H, 13),
+            torch.randn(8, 3, 3, 3), torch.randn(1, 2, 4, 5, 6), torch.randn(3, 2, 3, 1, 2))
+"#;
+
+#[test]
+fn the_stand_in_gives_padding_and_convolution_shapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = write_task(
+        dir.path(),
+        "tests:\n  - {S: 16, H: 9, seed: 1}\n  - {S: 30, H: 21, seed: 2}\n",
+        Some(CONVOLUTIONS),
+    );
+    let out = dir.path().join("out");
+    let imported = import_gpumode(&folder, &standin(&out)).unwrap_or_else(|e| panic!("{e}"));
+    let task = &imported.task;
+    let def = &task.definition;
+    // Each output's sizes in each workload.
+    let sizes = |output: &str| -> Vec<Vec<i64>> {
+        task.workloads
+            .iter()
+            .map(|w| {
+                def.outputs[output]
+                    .dims()
+                    .iter()
+                    .map(|a| match &def.axes[a.as_str()] {
+                        Axis::Const { value, .. } => *value,
+                        Axis::Var { .. } => w.axes[a.as_str()],
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    // Causal padding by W - 1 on the left keeps the length: the output shares x's axis S.
+    assert_eq!(def.outputs["output0"].dims()[2], "S");
+    assert_eq!(sizes("output0"), [[2, 4, 16], [2, 4, 30]]);
+    // floor((H + 2 - 1 * 2 - 1) / 2) + 1 rows, floor((13 + 2 - 2 * 2 - 1) / 2) + 1 = 6 columns.
+    assert_eq!(sizes("output1"), [[2, 8, 5, 6], [2, 8, 11, 6]]);
+    assert_eq!(sizes("output2"), [[1, 3, 4, 5, 6], [1, 3, 4, 5, 6]]);
+    assert_eq!(sizes("output3"), [[2, 6, 8, 16], [2, 6, 20, 16]]);
+    // Unbatched (C, H, W) input, a 2x3 kernel padded by one column: (8, H - 1, 13).
+    assert_eq!(sizes("output4"), [[8, 8, 13], [8, 20, 13]]);
+    run_generated(&out);
+
+    // Channels that do not match the weight's are refused, as PyTorch refuses them.
+    let folder = write_task(
+        &dir.path().join("mismatch"),
+        "tests:\n  - {S: 16, H: 9, seed: 1}\n",
+        Some(&CONVOLUTIONS.replace("groups=x.shape[1])", "groups=2)")),
+    );
+    let e = import_gpumode(&folder, &standin(&dir.path().join("out2"))).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("raised RuntimeError: Given groups=2, weight of size [4, 1, 3], expected input[2, 4, 18] to have 2 channels, but got 4 channels instead"),
+        "{e}"
+    );
 }

@@ -77,6 +77,17 @@ const PROBLEMS: &[(&str, &str)] = &[
          def forward(self, x, scale: float):\n        return torch.softmax(self.drop(self.lin(x)) * scale, dim=1)\n\n\
          def get_inputs():\n    return [torch.rand(4, 16), 0.5]\n\ndef get_init_inputs():\n    return [16, 0.25]\n",
     ),
+    (
+        "pad_and_convolutions",
+        "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\nclass Model(nn.Module):\n    \
+         def forward(self, x, w1, img, w2, vol, w3):\n        \
+         a = F.conv1d(F.pad(x, (w1.shape[-1] - 1, 0)), w1, groups=x.shape[1])\n        \
+         b = F.conv2d(img, w2, stride=2, padding=1, dilation=(1, 2), groups=2)\n        \
+         c = F.conv3d(vol, w3, padding='same')\n        \
+         return a, b, c, F.pad(img, (1, 2, -1, 0)), F.conv2d(img[0], w2[:, :, 1:, :], padding=(0, 1), groups=2)\n\n\
+         def get_inputs():\n    return [torch.randn(2, 4, 16), torch.randn(4, 1, 3), torch.randn(2, 6, 9, 13), \
+         torch.randn(8, 3, 3, 3), torch.randn(1, 2, 4, 5, 6), torch.randn(3, 2, 3, 1, 2)]\n",
+    ),
 ];
 
 enum Source {
@@ -129,7 +140,9 @@ fn the_stand_in_gives_the_tasks_pytorch_gives() {
             )
         })
         .collect();
-    sources.push(("grayscale_py".into(), Source::GpuMode(fixture("gpumode/grayscale_py"))));
+    for name in ["grayscale_py", "grouped_matmul_py"] {
+        sources.push((name.into(), Source::GpuMode(fixture(&format!("gpumode/{name}")))));
+    }
     for (name, text) in PROBLEMS {
         let file = dir.path().join(format!("{name}.py"));
         std::fs::write(&file, text).unwrap();
