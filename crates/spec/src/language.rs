@@ -100,13 +100,7 @@ impl Language {
     /// `ksearch_harness.backends` registry key). Each language has its own backend, named as
     /// the language is.
     pub fn harness_backend(self) -> &'static str {
-        match self {
-            Language::C => "c",
-            Language::Cuda => "cuda",
-            Language::Triton => "triton",
-            Language::Python => "python",
-            Language::Mlx => "mlx",
-        }
+        self.as_str()
     }
 
     /// The language whose harness backend is `name` (an evaluation record's

@@ -32,7 +32,10 @@ fn every_language_reads_from_task_toml() {
         assert_eq!(task.config.kernel.language, l);
     }
     let dir = folder("");
-    assert_eq!(Task::load_folder(dir.path()).unwrap().config.kernel.language, Language::C);
+    assert_eq!(
+        Task::load_folder(dir.path()).unwrap().config.kernel.language,
+        Language::C
+    );
 }
 
 #[test]
@@ -68,5 +71,8 @@ fn an_unknown_solution_language_names_the_field_the_value_and_the_known_ones() {
     // FlashInfer-Bench's cpp keeps its own refusal.
     std::fs::write(&path, json.replace("zig", "cpp")).unwrap();
     let err = Solution::load(&path, &task).unwrap_err().to_string();
-    assert!(err.contains("'cpp' (C++ with the tvm-ffi binding) is not built by ksearch yet"), "{err}");
+    assert!(
+        err.contains("'cpp' (C++ with the tvm-ffi binding) is not built by ksearch yet"),
+        "{err}"
+    );
 }
