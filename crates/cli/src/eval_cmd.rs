@@ -8,7 +8,7 @@ use crate::{EXIT_BAD_INPUT, EXIT_FAILED};
 use anyhow::Context;
 use ksearch_eval::profile::{Profile, ProfileOptions, ProfileStatus};
 use ksearch_eval::{evaluate, CudaGraph, EvalError, EvalOptions, Evaluation, Status};
-use ksearch_spec::{Solution, Task};
+use ksearch_spec::{Language, RunsOn, Solution, Task};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -160,7 +160,7 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
     // (A build times nothing.)
     let _lease = match args.build_only {
         true => None,
-        false => lock_device(&solution.spec.language, &mut opts, &notify)?,
+        false => lock_device(solution.spec.language, &mut opts, &notify)?,
     };
     // --repeat: the evaluations before the last, one JSON line each (the last is printed below).
     for _ in 1..args.repeat {
@@ -177,9 +177,7 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<u8> {
                 "{problem}\n(the task cannot be used as it is; this is for its author to fix)"
             ))
         }
-        Err(e @ (EvalError::UnsupportedLanguage { .. } | EvalError::UnsupportedDevice { .. })) => {
-            return bad_input(&e.to_string())
-        }
+        Err(e @ EvalError::UnsupportedDevice { .. }) => return bad_input(&e.to_string()),
         Err(e) => return Err(e).context("the evaluation could not run"),
     };
     if args.profile {
@@ -246,7 +244,7 @@ fn print_build(e: &Evaluation) {
             ""
         };
         // MLX compiles a kernel itself at its first call: here the candidate is only checked.
-        let mlx = e.provenance.backend == "mlx";
+        let mlx = Language::of_backend(&e.provenance.backend) == Some(Language::Mlx);
         let done = if mlx { "checked" } else { "built" };
         println!("{} / {}: {done}{arch} in {seconds:.1} s{cached}", e.task, e.solution);
         if let Some(log) = compile.map(|c| c.log.trim()).filter(|l| mlx && !l.is_empty()) {
@@ -413,16 +411,17 @@ fn tail_lines(text: &str, n: usize) -> Vec<&str> {
 /// `nvidia-smi` lists no such GPU (an Apple GPU, no driver tools), CPU slot 0 is locked, as a
 /// run falls back to it.
 fn lock_device(
-    language: &str,
+    language: Language,
     opts: &mut EvalOptions,
     notify: &dyn Fn(&str),
 ) -> anyhow::Result<Option<ksearch_devices::Lease>> {
     let device = opts.device.clone();
     let device = device.as_deref();
-    let gpu = match (language, device) {
+    // MLX's GPU is CUDA device 0 on Linux (`mlx:gpu`, `mlx`, or no device named).
+    let gpu = match (language.default_device(), device) {
         (_, Some(d)) if d.starts_with("cuda") => Some(d),
-        ("cuda" | "triton" | "python", None) => Some("cuda:0"),
-        ("mlx", d) if d != Some("mlx:cpu") => Some("cuda:0"),
+        (RunsOn::CudaGpu, None) => Some("cuda:0"),
+        (RunsOn::MlxGpu, d) if d != Some("mlx:cpu") => Some("cuda:0"),
         _ => None,
     };
     let chosen = match gpu {

@@ -61,10 +61,7 @@ fn of_cause(cause: &(dyn std::error::Error + 'static)) -> Option<ExitStatus> {
             // Python, the harness or a temp dir could not be set up: the machine's.
             EvalError::Setup(_) => Failed,
             // KSEARCH_PYTHON names an interpreter that cannot run the harness: a setting to fix.
-            EvalError::Interpreter(_)
-            | EvalError::Task(_)
-            | EvalError::UnsupportedLanguage { .. }
-            | EvalError::UnsupportedDevice { .. } => BadInput,
+            EvalError::Interpreter(_) | EvalError::Task(_) | EvalError::UnsupportedDevice { .. } => BadInput,
         });
     }
     if let Some(e) = cause.downcast_ref::<RayError>() {
@@ -87,10 +84,12 @@ mod tests {
         assert_eq!(ExitStatus::of_error(&setup), ExitStatus::Failed);
         let chosen = anyhow::Error::from(EvalError::Interpreter("KSEARCH_PYTHON=x lacks numpy".into()));
         assert_eq!(ExitStatus::of_error(&chosen), ExitStatus::BadInput);
-        let lang = anyhow::Error::from(EvalError::UnsupportedLanguage {
-            language: "cobol".into(),
+        let device = anyhow::Error::from(EvalError::UnsupportedDevice {
+            backend: "c",
+            device: "cuda:0".into(),
+            expected: "cpu",
         });
-        assert_eq!(ExitStatus::of_error(&lang), ExitStatus::BadInput);
+        assert_eq!(ExitStatus::of_error(&device), ExitStatus::BadInput);
         let gone = anyhow::Error::from(RayError::Connect {
             address: "h:1".into(),
             why: "nothing answers".into(),

@@ -4,6 +4,7 @@
 
 use anyhow::Context;
 use ksearch_search::engine::{Engine, Request};
+use ksearch_spec::Language;
 use std::path::{Path, PathBuf};
 
 /// The arguments of `ksearch export`.
@@ -37,7 +38,7 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<u8> {
         .iter()
         .find(|r| r.id == candidate.id)
         .map(|r| r.language.clone())
-        .unwrap_or_else(|| open.task.config.kernel.language.clone());
+        .unwrap_or_else(|| open.task.config.kernel.language.to_string());
     let mut solution =
         ksearch_run::candidate_solution(&open.task, &engine, candidate.id, &language, &candidate.sources)
             .map_err(|why| anyhow::anyhow!("candidate {} is not a solution of the task: {why}", candidate.id))?;
@@ -70,7 +71,7 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<u8> {
     ));
     let hardware = match on_cpu {
         true => vec!["cpu".to_string()],
-        false => target_hardware(device.as_deref(), &open.task.config.targets, &solution.spec.language),
+        false => target_hardware(device.as_deref(), &open.task.config.targets, solution.spec.language),
     };
     let author = format!("ksearch ({})", open.brain.describe());
     let (json, notes) = ksearch_spec::to_flashinfer_bench(&solution, &author, &hardware)
@@ -116,12 +117,12 @@ fn run_name(run_dir: &Path) -> String {
 /// FlashInfer-Bench's `target_hardware`: the GPU the best candidate was measured on, in its
 /// spelling (`NVIDIA H200` -> `NVIDIA_H200`), `cpu` for a CPU, else the task's targets, else
 /// the language's device.
-fn target_hardware(device: Option<&str>, targets: &[String], language: &str) -> Vec<String> {
+fn target_hardware(device: Option<&str>, targets: &[String], language: Language) -> Vec<String> {
     match device {
         Some(d) if d.starts_with("CPU") => vec!["cpu".into()],
         Some(d) if d != "unknown device" && !d.trim().is_empty() => vec![d.trim().replace(' ', "_")],
         _ if !targets.is_empty() => targets.to_vec(),
-        _ if language == "c" => vec!["cpu".into()],
+        _ if !language.gpu_by_default() => vec!["cpu".into()],
         _ => vec!["cuda".into()],
     }
 }
@@ -132,9 +133,12 @@ mod tests {
 
     #[test]
     fn target_hardware_follows_the_device() {
-        assert_eq!(target_hardware(Some("NVIDIA H200"), &[], "cuda"), ["NVIDIA_H200"]);
-        assert_eq!(target_hardware(Some("CPU: AMD EPYC 7B13"), &[], "c"), ["cpu"]);
-        assert_eq!(target_hardware(None, &["cpu".to_string()], "python"), ["cpu"]);
-        assert_eq!(target_hardware(Some("unknown device"), &[], "triton"), ["cuda"]);
+        assert_eq!(
+            target_hardware(Some("NVIDIA H200"), &[], Language::Cuda),
+            ["NVIDIA_H200"]
+        );
+        assert_eq!(target_hardware(Some("CPU: AMD EPYC 7B13"), &[], Language::C), ["cpu"]);
+        assert_eq!(target_hardware(None, &["cpu".to_string()], Language::Python), ["cpu"]);
+        assert_eq!(target_hardware(Some("unknown device"), &[], Language::Triton), ["cuda"]);
     }
 }

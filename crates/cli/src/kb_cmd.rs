@@ -162,7 +162,7 @@ pub(crate) fn list(kb: &Kb) -> String {
             t.id,
             t.source,
             t.target,
-            t.languages.join("/"),
+            t.languages.iter().map(|l| l.as_str()).collect::<Vec<_>>().join("/"),
             t.dialect
         ));
     }

@@ -445,7 +445,7 @@ mod tests {
         let task = TaskBrief {
             name: "toy".into(),
             text: "y = x".into(),
-            language: "c".into(),
+            language: ksearch_spec::Language::C,
             convention: String::new(),
             default_file: "kernel.c".into(),
             target: String::new(),

@@ -382,7 +382,9 @@ impl<'a> Assembler<'a> {
         let timed = self.workloads.iter().any(|w| w.timing.is_some());
         // Backend c runs its candidate in the worker where the platform allows it; only the
         // harness knows whether it did.
-        if done && timed && worker.is_none() && self.provenance.backend == "c" {
+        let in_worker = ksearch_spec::Language::of_backend(&self.provenance.backend)
+            .is_some_and(|l| crate::backend::of(l).runs_in_worker());
+        if done && timed && worker.is_none() && in_worker {
             errors.push(
                 "the harness's `done` does not say whether the candidate ran in the worker \
                  (environment.sandbox.worker), so its times cannot be matched with the worker clock's \

@@ -85,7 +85,7 @@ fn try_finish_raw_task(
         definition: "t".into(),
         author: None,
         spec: ksearch_spec::BuildSpec {
-            language: "c".into(),
+            language: ksearch_spec::Language::C,
             target_hardware: vec![],
             entry_point: "k.c::f".into(),
             dependencies: vec![],

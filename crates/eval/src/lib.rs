@@ -9,7 +9,8 @@
 //! a hang or garbage on its pipes becomes a status with a reason, never a lost evaluation.
 //!
 //! The steps of one evaluation, each in its own module:
-//! - request building: the backend and device a solution runs on ([`backend_for`], [`Backend`])
+//! - request building: the backend and device a solution runs on ([`backend_for`], [`Backend`];
+//!   one module per harness backend under `backend/`, which also adds that backend's fields)
 //!   and the JSON request the harness reads on stdin (docs/protocol.md, "Request");
 //! - the [`supervisor`]: the harness process in its own process group under resource limits,
 //!   bounded capture of its stdout (protocol lines) and stderr (the log), the timeout, the kill
@@ -49,6 +50,7 @@
 
 mod assemble;
 mod auth;
+mod backend;
 mod gpu_checks;
 pub mod harness;
 pub mod profile;
@@ -63,8 +65,8 @@ pub mod supervisor;
 pub mod warm;
 mod worker_clock;
 
+pub use backend::{backend_for, Backend};
 pub use record::{CompileReport, Correctness, Evaluation, KernelResources, Provenance, Timing, WorkloadResult};
-pub use request::{backend_for, Backend};
 pub use static_check::{check_sources, Rejection};
 pub use stats::{geometric_mean, SampleStats};
 pub use status::Status;
@@ -88,12 +90,6 @@ pub enum EvalError {
     /// machine.
     #[error("{0}")]
     Interpreter(String),
-    /// The solution's language has no backend ([`backend_for`]).
-    #[error("no evaluation backend runs '{language}' solutions yet (available: c, cuda, triton, python, mlx)")]
-    UnsupportedLanguage {
-        /// The solution's `spec.language`, as given.
-        language: String,
-    },
     /// The backend of the solution's language cannot run on the device asked for (e.g. backend
     /// c on `cuda:0`, or a malformed `cuda:N`).
     #[error("backend {backend} cannot run on device '{device}' (expected {expected})")]
@@ -204,7 +200,7 @@ pub fn evaluate(
     opts: &EvalOptions,
     notify: &dyn Fn(&str),
 ) -> Result<Evaluation, EvalError> {
-    let backend = backend_for(&solution.spec.language, opts.device.as_deref())?;
+    let backend = backend_for(solution.spec.language, opts.device.as_deref())?;
     // A build has no workloads: the record then holds the compile report alone.
     let unbuilt;
     let task = if opts.build_only {
@@ -213,7 +209,7 @@ pub fn evaluate(
                 "sanitize: a build-only evaluation runs no kernel for compute-sanitizer to check".into(),
             ));
         }
-        if backend.name == "cuda" && opts.arch.is_none() {
+        if backend.rules().build_needs_arch() && opts.arch.is_none() {
             return Err(EvalError::Setup(
                 "a build-only evaluation of a CUDA kernel needs the GPU architecture to compile for (--arch, e.g. sm_90a): there is no device to read it from".into(),
             ));
@@ -244,7 +240,7 @@ pub fn evaluate(
 
     // A trusted solution skips the checks (see EvalOptions::trusted).
     let rejection = (!opts.trusted)
-        .then(|| check_sources(&solution.spec.language, &solution.sources, &task.config))
+        .then(|| check_sources(solution.spec.language, &solution.sources, &task.config))
         .flatten();
     if let Some(rejection) = rejection {
         return Ok(assembler.rejected(&rejection));
@@ -253,7 +249,7 @@ pub fn evaluate(
         false => None,
         // MLX compiles its kernels itself (NVRTC) inside its own runtime, out of the sanitizer's
         // reach from here.
-        true if !backend.on_gpu() || backend.name == "mlx" => {
+        true if !backend.on_gpu() || !backend.rules().sanitizable() => {
             return Err(EvalError::Setup(format!(
                 "sanitize: compute-sanitizer checks CUDA kernels launched by the cuda, triton and python backends; backend {} on {} has none",
                 backend.name, backend.device

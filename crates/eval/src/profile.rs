@@ -427,7 +427,7 @@ fn take(
                 .to_string(),
         });
     };
-    let backend = match request::backend_for(&solution.spec.language, opts.device.as_deref()) {
+    let backend = match crate::backend_for(solution.spec.language, opts.device.as_deref()) {
         Ok(b) => b,
         Err(e) => return Profile::unavailable(format!("not profiled: {e}")),
     };
@@ -514,7 +514,7 @@ fn run_once(
     ncu: &Path,
     task: &Task,
     solution: &Solution,
-    backend: &request::Backend,
+    backend: &crate::Backend,
     opts: &EvalOptions,
     calls: u32,
     named_metrics: bool,

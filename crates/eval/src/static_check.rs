@@ -2,7 +2,7 @@
 //! (`rules/static_checks.toml`, plus each task's `[checks]`), applied to the source with
 //! comments removed so that a comment never triggers a rejection.
 
-use ksearch_spec::{SourceFile, TaskConfig};
+use ksearch_spec::{Language, SourceFile, TaskConfig};
 use regex::Regex;
 use serde::Deserialize;
 use std::sync::OnceLock;
@@ -14,13 +14,13 @@ struct RuleFile {
 
 #[derive(Deserialize)]
 struct RuleSpec {
-    languages: Vec<String>,
+    languages: Vec<Language>,
     pattern: String,
     reason: String,
 }
 
 struct Rule {
-    languages: Vec<String>,
+    languages: Vec<Language>,
     regex: Regex,
     reason: String,
 }
@@ -70,7 +70,7 @@ impl std::fmt::Display for Rejection {
 
 /// Returns the first rule a source breaks, checking the task's own rules (the most specific:
 /// which framework op this task forbids) then the built-in ones.
-pub fn check_sources(language: &str, sources: &[SourceFile], config: &TaskConfig) -> Option<Rejection> {
+pub fn check_sources(language: Language, sources: &[SourceFile], config: &TaskConfig) -> Option<Rejection> {
     let task_rules: Vec<(Regex, &str)> = config
         .checks
         .forbidden
@@ -81,7 +81,7 @@ pub fn check_sources(language: &str, sources: &[SourceFile], config: &TaskConfig
         let code = strip_comments(language, &source.path, &source.content);
         let builtin = builtin_rules()
             .iter()
-            .filter(|r| r.languages.iter().any(|l| l == language))
+            .filter(|r| r.languages.contains(&language))
             .map(|r| (&r.regex, r.reason.as_str()));
         let task = task_rules.iter().map(|(r, reason)| (r, *reason));
         for (regex, reason) in task.chain(builtin) {
@@ -102,9 +102,8 @@ pub fn check_sources(language: &str, sources: &[SourceFile], config: &TaskConfig
 /// character literals are kept, and a comment marker inside one is not a comment. An `mlx`
 /// candidate mixes files: its launch specs (TOML) and launchers (Python) take `#` comments, its
 /// kernel bodies (CUDA, Metal) C comments.
-fn strip_comments(language: &str, path: &str, code: &str) -> String {
-    let hash_comments = matches!(language, "python" | "triton")
-        || (language == "mlx" && (path.ends_with(".toml") || path.ends_with(".py")));
+fn strip_comments(language: Language, path: &str, code: &str) -> String {
+    let hash_comments = crate::backend::of(language).hash_comments(path);
     let mut out = String::with_capacity(code.len());
     let mut chars = code.chars().peekable();
     let mut quote: Option<char> = None;
@@ -180,7 +179,7 @@ mod tests {
     #[test]
     fn thread_creation_is_rejected_with_line() {
         let r = check_sources(
-            "c",
+            Language::C,
             &src("#include <pthread.h>\nvoid f(){\n  pthread_create(0,0,0,0);\n}\n"),
             &TaskConfig::default(),
         )
@@ -193,10 +192,10 @@ mod tests {
     fn a_variable_named_write_is_not_output_but_a_call_to_write_is() {
         let cfg = TaskConfig::default();
         let kernel = "void f(float *y, int write) { if (write) y[0] = 1.0f; }\n";
-        assert_eq!(check_sources("c", &src(kernel), &cfg), None);
-        let r = check_sources("c", &src("void f(float *y) { write(1, y, 4); }\n"), &cfg).unwrap();
+        assert_eq!(check_sources(Language::C, &src(kernel), &cfg), None);
+        let r = check_sources(Language::C, &src("void f(float *y) { write(1, y, 4); }\n"), &cfg).unwrap();
         assert!(r.reason.contains("writes output"), "{}", r.reason);
-        let r = check_sources("c", &src("void f(float *y) { fputs(\"x\", stderr); }\n"), &cfg).unwrap();
+        let r = check_sources(Language::C, &src("void f(float *y) { fputs(\"x\", stderr); }\n"), &cfg).unwrap();
         assert!(r.reason.contains("writes output"), "{}", r.reason);
     }
 
@@ -205,14 +204,14 @@ mod tests {
         let cfg = TaskConfig::default();
         assert_eq!(
             check_sources(
-                "c",
+                Language::C,
                 &src("// no fopen( here\n/* nor system( \n here */ void f(){}\n"),
                 &cfg
             ),
             None
         );
         let r = check_sources(
-            "c",
+            Language::C,
             &src("/* a */ char *s = \"// not a comment\"; void f(){ system(\"ls\"); }"),
             &cfg,
         )
@@ -224,11 +223,11 @@ mod tests {
     fn inline_ptx_is_allowed_in_cuda_but_x86_system_calls_and_c_assembly_are_not() {
         let cfg = TaskConfig::default();
         let ptx = "__device__ unsigned lane() { unsigned r; asm volatile(\"mov.u32 %0, %%laneid;\" : \"=r\"(r)); return r; }\n";
-        assert_eq!(check_sources("cuda", &src(ptx), &cfg), None);
+        assert_eq!(check_sources(Language::Cuda, &src(ptx), &cfg), None);
         let host = "void f() { asm volatile(\"mov $60, %%eax\\n\\tsyscall\"); }\n";
-        let r = check_sources("cuda", &src(host), &cfg).unwrap();
+        let r = check_sources(Language::Cuda, &src(host), &cfg).unwrap();
         assert_eq!(r.matched, "\\tsyscall");
-        let r = check_sources("c", &src(ptx), &cfg).unwrap();
+        let r = check_sources(Language::C, &src(ptx), &cfg).unwrap();
         assert!(r.reason.contains("inline assembly"), "{}", r.reason);
     }
 
@@ -246,13 +245,13 @@ mod tests {
             }]
         };
         let spec = "# replaces ssm_step\ngrid = [1]\n[cuda]\nsource = '''\ny[0] = x[0]; // ssm_step\n'''\n";
-        let r = check_sources("mlx", &file("launch.toml", spec), &cfg).unwrap();
+        let r = check_sources(Language::Mlx, &file("launch.toml", spec), &cfg).unwrap();
         assert_eq!(r.line, 5, "the TOML comment is dropped, the body is kept: {r}");
         let launcher = "# wraps ssm_step\ndef run(x):\n    return x\n";
-        assert_eq!(check_sources("mlx", &file("launcher.py", launcher), &cfg), None);
+        assert_eq!(check_sources(Language::Mlx, &file("launcher.py", launcher), &cfg), None);
         let body = "// like ssm_step\n#include <cuda_fp16.h>\ny[0] = x[0];\n";
-        assert_eq!(check_sources("mlx", &file("kernel.cu", body), &cfg), None);
-        let r = check_sources("mlx", &file("kernel.cu", "ssm_step(x);\n"), &cfg).unwrap();
+        assert_eq!(check_sources(Language::Mlx, &file("kernel.cu", body), &cfg), None);
+        let r = check_sources(Language::Mlx, &file("kernel.cu", "ssm_step(x);\n"), &cfg).unwrap();
         assert_eq!((r.file.as_str(), r.line), ("kernel.cu", 1));
     }
 
@@ -311,10 +310,13 @@ mod tests {
             ("x = open('/etc/passwd').read()\n", "open(", "files"),
         ];
         for (code, matched, reason) in cases {
-            let r = check_sources("triton", &py(code), &cfg).unwrap_or_else(|| panic!("accepted: {code}"));
+            let r = check_sources(Language::Triton, &py(code), &cfg).unwrap_or_else(|| panic!("accepted: {code}"));
             assert_eq!(r.matched, matched, "{code}");
             assert!(r.reason.contains(reason), "{code}: {}", r.reason);
-            assert!(check_sources("python", &py(code), &cfg).is_some(), "python: {code}");
+            assert!(
+                check_sources(Language::Python, &py(code), &cfg).is_some(),
+                "python: {code}"
+            );
         }
     }
 
@@ -327,7 +329,7 @@ mod tests {
             def run(x, y):\n    \"\"\"Every element except none: exp.\"\"\"\n\
             \x20   out = torch.empty_like(x, dtype=torch.float32)\n\
             \x20   k[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), num_warps=4)\n";
-        assert_eq!(check_sources("triton", &py(code), &TaskConfig::default()), None);
+        assert_eq!(check_sources(Language::Triton, &py(code), &TaskConfig::default()), None);
     }
 
     #[test]
@@ -342,12 +344,12 @@ mod tests {
             ("cudaLaunchHostFunc(0, f, 0);", "cudaLaunchHostFunc"),
             ("cudaGraphLaunch(g, 0);", "cudaGraphLaunch"),
         ] {
-            let r = check_sources("cuda", &src(code), &cfg).unwrap_or_else(|| panic!("accepted: {code}"));
+            let r = check_sources(Language::Cuda, &src(code), &cfg).unwrap_or_else(|| panic!("accepted: {code}"));
             assert_eq!(r.matched, matched);
             assert!(r.reason.contains("default stream"), "{}", r.reason);
         }
         // The default stream itself (0, or no stream argument) is what kernels use.
-        assert_eq!(check_sources("cuda", &src("k<<<g, b, 0, 0>>>(x);"), &cfg), None);
+        assert_eq!(check_sources(Language::Cuda, &src("k<<<g, b, 0, 0>>>(x);"), &cfg), None);
     }
 
     /// The Python and Triton kernels shipped with the tasks (templates, expertise; not the
@@ -371,7 +373,11 @@ mod tests {
                         path: name.clone(),
                         content,
                     }];
-                    assert_eq!(check_sources("triton", &src, &TaskConfig::default()), None, "{name}");
+                    assert_eq!(
+                        check_sources(Language::Triton, &src, &TaskConfig::default()),
+                        None,
+                        "{name}"
+                    );
                     checked += 1;
                 }
             }
@@ -386,8 +392,11 @@ mod tests {
             pattern: r"\bcblas_\w+".into(),
             reason: "uses BLAS".into(),
         });
-        let r = check_sources("c", &src("void f(){ cblas_sgemm(); }"), &cfg).unwrap();
+        let r = check_sources(Language::C, &src("void f(){ cblas_sgemm(); }"), &cfg).unwrap();
         assert_eq!((r.matched.as_str(), r.reason.as_str()), ("cblas_sgemm", "uses BLAS"));
-        assert_eq!(check_sources("c", &src("void f(float *x){ x[0] = 1; }"), &cfg), None);
+        assert_eq!(
+            check_sources(Language::C, &src("void f(float *x){ x[0] = 1; }"), &cfg),
+            None
+        );
     }
 }

@@ -79,16 +79,15 @@ pub fn mode(backend: &crate::Backend) -> Option<ColdStart> {
         Ok("0") => None,
         Ok("1") => Some(ColdStart::Wait),
         Ok("overlap") => Some(ColdStart::Overlap),
-        _ => (backend.device.starts_with("cuda") && matches!(backend.name, "cuda" | "triton" | "python"))
-            .then_some(ColdStart::Overlap),
+        _ => (backend.device.starts_with("cuda") && backend.rules().imports_torch()).then_some(ColdStart::Overlap),
     }
 }
 
 /// What the server of `backend` imports before it forks.
 pub fn preload(backend: &crate::Backend) -> &'static [&'static str] {
-    match backend.name {
-        "cuda" | "triton" | "python" => &["numpy", "torch"],
-        _ => &["numpy"],
+    match backend.rules().imports_torch() {
+        true => &["numpy", "torch"],
+        false => &["numpy"],
     }
 }
 

@@ -25,7 +25,7 @@ fn every_gpu_seed_passes_its_task_checks() {
     for name in GPU_TASKS {
         let task = Task::load_builtin(name).unwrap();
         let seed = task.seed.clone().unwrap();
-        let rejection = check_sources(&task.config.kernel.language, &[seed], &task.config);
+        let rejection = check_sources(task.config.kernel.language, &[seed], &task.config);
         assert!(rejection.is_none(), "{name}: {}", rejection.unwrap());
     }
 }
@@ -44,7 +44,7 @@ fn baselines_that_call_the_framework_op_would_be_rejected_as_candidates() {
     ] {
         let task = Task::load_builtin(name).unwrap();
         let b = task.baseline(baseline).unwrap();
-        let rejection = check_sources("python", &b.sources, &task.config);
+        let rejection = check_sources(ksearch_spec::Language::Python, &b.sources, &task.config);
         if expected.is_empty() {
             // hf_llama normalises with element-wise ops (pow, mean, rsqrt): allowed.
             assert!(rejection.is_none(), "{name}/{baseline}: {}", rejection.unwrap());
@@ -88,7 +88,7 @@ fn framework_ops_in_python_candidates_are_rejected() {
     ];
     for (name, code) in cases {
         let task = Task::load_builtin(name).unwrap();
-        for language in ["python", "triton"] {
+        for language in [ksearch_spec::Language::Python, ksearch_spec::Language::Triton] {
             assert!(
                 check_sources(language, &source("k.py", code), &task.config).is_some(),
                 "{name} ({language}) accepted:\n{code}"
@@ -122,7 +122,7 @@ def run(q, k, v, causal):
 "#;
     for name in GPU_TASKS {
         let task = Task::load_builtin(name).unwrap();
-        let rejection = check_sources("triton", &source("k.py", kernel), &task.config);
+        let rejection = check_sources(ksearch_spec::Language::Triton, &source("k.py", kernel), &task.config);
         assert!(rejection.is_none(), "{name}: {}", rejection.unwrap());
     }
 }

@@ -12,7 +12,7 @@ fn every_mlx_seed_passes_its_task_checks() {
     for name in MLX_TASKS {
         let task = Task::load_builtin(name).unwrap();
         let seed = task.seed.clone().unwrap();
-        let rejection = check_sources(&task.config.kernel.language, &[seed], &task.config);
+        let rejection = check_sources(task.config.kernel.language, &[seed], &task.config);
         assert!(rejection.is_none(), "{name}: {}", rejection.unwrap());
     }
 }
@@ -26,7 +26,7 @@ fn the_baselines_would_be_rejected_as_candidates() {
     ] {
         let task = Task::load_builtin(name).unwrap();
         let b = task.baseline(baseline).unwrap();
-        let r = check_sources("mlx", &b.sources, &task.config)
+        let r = check_sources(ksearch_spec::Language::Mlx, &b.sources, &task.config)
             .unwrap_or_else(|| panic!("{name}/{baseline} passed the checks"));
         assert!(r.matched.contains(expected), "{name}/{baseline}: {r}");
     }
@@ -48,11 +48,17 @@ fn a_launcher_of_its_own_kernel_passes_and_mlx_products_do_not() {
             content: content.into(),
         }]
     };
-    assert_eq!(check_sources("mlx", &file(own), &task.config), None);
+    assert_eq!(
+        check_sources(ksearch_spec::Language::Mlx, &file(own), &task.config),
+        None
+    );
     for cheat in [
         "import mlx.core as mx\ndef f(q, k, v, c):\n    return mx.softmax(mx.matmul(q, k), axis=-1)\n",
         "def f(q, k, v, c):\n    return (q @ k) @ v\n",
     ] {
-        assert!(check_sources("mlx", &file(cheat), &task.config).is_some(), "{cheat}");
+        assert!(
+            check_sources(ksearch_spec::Language::Mlx, &file(cheat), &task.config).is_some(),
+            "{cheat}"
+        );
     }
 }

@@ -70,7 +70,7 @@ fn grayscale_becomes_a_task_with_a_workload_per_distinct_test() {
     assert!(out.join("modules/task.py").is_file() && out.join("modules/utils.py").is_file());
     assert_eq!(
         ksearch_eval::check_sources(
-            "python",
+            ksearch_spec::Language::Python,
             &[SourceFile {
                 path: "seed.py".into(),
                 content: seed.content.clone(),

@@ -73,7 +73,7 @@ fn gemm_relu_becomes_a_task_whose_seed_is_the_model() {
     // The seed passes the task's static checks; cheats do not.
     let check = |code: &str| {
         ksearch_eval::check_sources(
-            "python",
+            ksearch_spec::Language::Python,
             &[SourceFile {
                 path: "k.py".into(),
                 content: code.into(),

@@ -15,6 +15,7 @@ use crate::hardware::HardwareSpec;
 use crate::kinds::{Context, TargetKind};
 use crate::translation::{one_paragraph, Translation};
 use crate::Kb;
+use ksearch_spec::Language;
 use std::fmt::Write as _;
 
 /// The context level a run cites knowledge at (`none`, `hardware`, `full`; parse with
@@ -63,9 +64,14 @@ impl Kb {
     pub fn select(&self, query: &TaskQuery) -> Result<Selection<'_>, KbError> {
         let hardware = self.hardware(&query.device)?;
         let language = query.language.trim();
-        let named = match language {
-            "c" => Some(TargetKind::Cpu),
-            other => other.parse::<TargetKind>().ok(),
+        // A kernel language names its dialect, except `mlx` and `python`, whose kernels take
+        // the device's own; anything else may name a dialect itself (`metal`, `cpu`).
+        let named = match language.parse::<Language>() {
+            Ok(Language::C) => Some(TargetKind::Cpu),
+            Ok(Language::Cuda) => Some(TargetKind::Cuda),
+            Ok(Language::Triton) => Some(TargetKind::Triton),
+            Ok(Language::Python | Language::Mlx) => None,
+            Err(_) => language.parse::<TargetKind>().ok(),
         };
         let dialect = match named {
             Some(t) if hardware.targets.contains(&t) => t,
@@ -83,7 +89,7 @@ impl Kb {
         let layers = self
             .translations()
             .filter(|t| t.dialect == dialect && hardware.targets.contains(&t.dialect))
-            .filter(|t| t.languages.iter().any(|l| l == language))
+            .filter(|t| t.languages.iter().any(|l| l.as_str() == language))
             .filter(|t| query.expertise_languages.is_empty() || query.expertise_languages.contains(&t.source))
             .collect();
         let family = query.op_type.as_deref().and_then(|op| self.family_for(op));

@@ -7,6 +7,7 @@
 use crate::error::{Problem, Problems};
 use crate::hardware::{valid_id, SCHEMA_VERSION};
 use crate::kinds::TargetKind;
+use ksearch_spec::Language;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -29,7 +30,7 @@ pub struct Translation {
     pub dialect: TargetKind,
     /// Task kernel languages (`[kernel].language` in task.toml) whose candidates are written for
     /// this target, e.g. `mlx`.
-    pub languages: Vec<String>,
+    pub languages: Vec<Language>,
     /// How to approach the translation, a few sentences; goes into prompts.
     pub summary: String,
     /// Properties every candidate on this target must keep, whatever the task.
@@ -137,17 +138,9 @@ impl Translation {
             p.push("languages", "must name at least one task kernel language (e.g. mlx)");
         }
         for (i, l) in self.languages.iter().enumerate() {
-            let field = format!("languages[{i}]");
-            if !ksearch_spec::LANGUAGES.contains(&l.as_str()) {
-                p.push(
-                    field,
-                    format!(
-                        "unknown language '{l}'; expected one of {}",
-                        ksearch_spec::LANGUAGES.join(", ")
-                    ),
-                );
-            } else if self.languages[..i].contains(l) {
-                p.push(field, format!("'{l}' is listed twice"));
+            // An unknown name fails the parse, which names the field and the known languages.
+            if self.languages[..i].contains(l) {
+                p.push(format!("languages[{i}]"), format!("'{l}' is listed twice"));
             }
         }
         properties(&mut p, "properties", &self.properties, false);
@@ -251,7 +244,7 @@ impl Translation {
     /// Everything in the file, for `ksearch kb show` (references and every family included).
     pub fn details_markdown(&self, title_of: &dyn Fn(&str) -> Option<String>) -> String {
         let mut out = self.to_prompt(title_of);
-        let languages = self.languages.join(", ");
+        let languages = self.languages.iter().map(|l| l.as_str()).collect::<Vec<_>>().join(", ");
         let _ = writeln!(
             out,
             "\nApplies to tasks in {languages} on devices running {} kernels.",

@@ -109,7 +109,7 @@ impl Script {
             task: TaskBrief {
                 name: "synthetic <task>".into(),
                 text: "a task".into(),
-                language: "cuda".into(),
+                language: ksearch_spec::Language::Cuda,
                 convention: String::new(),
                 default_file: "kernel.cu".into(),
                 target: "## Target hardware: NVIDIA H200 (`h200`)\n- 132 SMs".into(),

@@ -57,11 +57,11 @@ pub fn task_brief(task: &Task, target: String, convention: String) -> TaskBrief 
         .seed
         .as_ref()
         .map(|s| s.path.clone())
-        .unwrap_or_else(|| crate::contract::default_file(&task.config.kernel.language).to_string());
+        .unwrap_or_else(|| crate::contract::default_file(task.config.kernel.language).to_string());
     TaskBrief {
         name: def.name.clone(),
         text,
-        language: task.config.kernel.language.clone(),
+        language: task.config.kernel.language,
         convention,
         default_file,
         target,

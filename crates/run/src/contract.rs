@@ -2,7 +2,15 @@
 //! runs on, how it is built, and the build's arithmetic choices (FMA contraction, fast math).
 //! One module per backend states its contract ([`c`], [`cuda`], [`triton`], [`python`],
 //! [`mlx`]), following what the harness's backend does (docs/protocol.md); the planner's and
-//! coder's prompts get it as the task brief's `convention`.
+//! coder's prompts get it as the task brief's `convention`. [`contract`] and [`default_file`]
+//! dispatch on the task's [`Language`] with exhaustive matches, so a new language does not
+//! compile until it has a contract here.
+//!
+//! The modules pair by name with ksearch-eval's `backend/` (the request each backend gets) and
+//! the harness's `ksearch_harness/backends/` (what it does with it). They stay in this crate,
+//! not beside eval's: a contract is prompt text, stated for the knowledge base's device entry,
+//! the platform and this machine's probed CPU ([`Setting`]), which are the run's knowledge, and
+//! ksearch-eval evaluates without prompts.
 
 pub mod c;
 pub mod cuda;
@@ -13,13 +21,13 @@ pub mod triton;
 use crate::knowledge::host::HostCpu;
 use crate::knowledge::Platform;
 use ksearch_kb::HardwareSpec;
-use ksearch_spec::Task;
+use ksearch_spec::{Language, Task};
 
 /// One backend's contract, in words for the prompts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackendContract {
     /// The task's `[kernel].language`.
-    pub language: &'static str,
+    pub language: Language,
     /// The entry point's signature (C, CUDA) or call (Python).
     pub signature: String,
     /// How the harness calls it and what it must and must not do.
@@ -66,32 +74,15 @@ pub struct Setting<'a> {
     pub host: Option<&'a HostCpu>,
 }
 
-/// A task whose language no backend takes.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ContractError {
-    /// The task's `[kernel].language` is none of `c`, `cuda`, `triton`, `python`, `mlx`.
-    #[error("kernel.language '{language}' has no backend (c, cuda, triton, python, mlx)")]
-    UnknownLanguage {
-        /// The language as task.toml spells it.
-        language: String,
-    },
-}
-
 /// The contract of the backend that evaluates `setting.task`'s candidates.
-pub fn contract(setting: &Setting<'_>) -> Result<BackendContract, ContractError> {
-    let language = setting.task.config.kernel.language.as_str();
-    Ok(match language {
-        "c" => c::contract(setting),
-        "cuda" => cuda::contract(setting),
-        "triton" => triton::contract(setting),
-        "python" => python::contract(setting),
-        "mlx" => mlx::contract(setting),
-        other => {
-            return Err(ContractError::UnknownLanguage {
-                language: other.to_string(),
-            })
-        }
-    })
+pub fn contract(setting: &Setting<'_>) -> BackendContract {
+    match setting.task.config.kernel.language {
+        Language::C => c::contract(setting),
+        Language::Cuda => cuda::contract(setting),
+        Language::Triton => triton::contract(setting),
+        Language::Python => python::contract(setting),
+        Language::Mlx => mlx::contract(setting),
+    }
 }
 
 /// How many calls a workload's time rests on, as the task sets it: shared by every backend's
@@ -125,12 +116,13 @@ pub(crate) fn entry(task: &Task) -> &str {
 }
 
 /// The file a single unnamed code block of `language` is given when the task has no seed.
-pub fn default_file(language: &str) -> &'static str {
+pub fn default_file(language: Language) -> &'static str {
     match language {
-        "cuda" => "kernel.cu",
-        "triton" | "python" => "kernel.py",
-        "mlx" => "kernel.toml",
-        _ => "kernel.c",
+        Language::C => c::DEFAULT_FILE,
+        Language::Cuda => cuda::DEFAULT_FILE,
+        Language::Triton => triton::DEFAULT_FILE,
+        Language::Python => python::DEFAULT_FILE,
+        Language::Mlx => mlx::DEFAULT_FILE,
     }
 }
 
@@ -139,7 +131,7 @@ pub(crate) fn file(task: &Task) -> String {
     task.seed
         .as_ref()
         .map(|s| s.path.clone())
-        .unwrap_or_else(|| default_file(&task.config.kernel.language).to_string())
+        .unwrap_or_else(|| default_file(task.config.kernel.language).to_string())
 }
 
 /// `x, y` of the definition's inputs, outputs and varying axes, as a Python call lists them.

@@ -274,12 +274,12 @@ pub fn auto_parallel(
     Ok(n.clamp(1, 256) as u32)
 }
 
-/// Refuses when this machine cannot run the task's kernels where they must run: a CUDA or
-/// Triton task with no GPU in sight (nvidia-smi lists none, or `--devices` names only CPU
+/// Refuses when this machine cannot run the task's kernels where they must run: a task whose
+/// language needs a GPU (CUDA, Triton: [`ksearch_spec::Language::needs_gpu`]) with no GPU in sight (nvidia-smi lists none, or `--devices` names only CPU
 /// slots).
 fn require_device(dir: &Path, task: &Task, devices: Option<&str>) -> anyhow::Result<()> {
-    let language = task.config.kernel.language.as_str();
-    if !matches!(language, "cuda" | "triton") {
+    let language = task.config.kernel.language;
+    if !language.needs_gpu() {
         return Ok(());
     }
     let gpus = match devices {
@@ -311,7 +311,7 @@ pub fn device_pool(task: &Task, devices: Option<&str>, quiet: bool) -> anyhow::R
             let spec: DeviceSpec = text.parse()?;
             ksearch_devices::select(&spec, ksearch_devices::discover_gpus)?
         }
-        None if task.config.kernel.language == "c" => ksearch_devices::cpu_slots(1),
+        None if !task.config.kernel.language.gpu_by_default() => ksearch_devices::cpu_slots(1),
         None => match ksearch_devices::discover_gpus() {
             Ok(gpus) if !gpus.is_empty() => gpus,
             Ok(_) => ksearch_devices::cpu_slots(1),

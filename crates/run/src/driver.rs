@@ -726,16 +726,21 @@ pub fn candidate_solution(
         .unwrap_or(default);
     // A candidate's language follows its entry file, so a task may take kernels in several
     // languages (a CUDA seed, a Triton template); the task's language is the fallback.
-    let task_language = &task.config.kernel.language;
-    let language = language_of_in(&entry_file, task_language).unwrap_or(language);
-    let destination_passing_style =
-        matches!(language, "c" | "cuda") || task.config.kernel.calling == ksearch_spec::Calling::Dps;
+    let language = match language_of_in(&entry_file, task.config.kernel.language) {
+        Some(l) => l,
+        None => language.parse::<ksearch_spec::Language>().map_err(|e| {
+            ksearch_spec::SpecError::one(format!("candidate {candidate_id}"), "spec.language", e.to_string())
+                .to_string()
+        })?,
+    };
+    let destination_passing_style = language.calling_style() == ksearch_spec::CallingStyle::DestinationPassing
+        || task.config.kernel.calling == ksearch_spec::Calling::Dps;
     let solution = Solution {
         name: format!("candidate-{candidate_id}"),
         definition: task.definition.name.clone(),
         author: Some("ksearch".into()),
         spec: BuildSpec {
-            language: language.to_string(),
+            language,
             target_hardware: vec![],
             entry_point: format!("{entry_file}::{entry}"),
             dependencies: vec![],

@@ -16,7 +16,7 @@ pub mod ray;
 use ksearch_devices::{DeviceLocks, DevicePool};
 use ksearch_eval::{evaluate, EvalError, EvalOptions, Evaluation};
 use ksearch_search::engine::Purpose;
-use ksearch_spec::{Solution, Task};
+use ksearch_spec::{Language, RunsOn, Solution, Task};
 use serde::{Deserialize, Serialize};
 
 /// One evaluation, self-contained.
@@ -186,7 +186,7 @@ impl Executor for Local {
             }
         };
         let mut opts = job.opts;
-        let (device, env) = placement(lease.device(), &job.solution.spec.language);
+        let (device, env) = placement(lease.device(), job.solution.spec.language);
         if device.is_some() {
             opts.device = device;
         }
@@ -250,7 +250,7 @@ impl Executor for Deferred {
 /// numbers it (`cuda:K`); [`placement`] narrows the child to it with `CUDA_VISIBLE_DEVICES` and
 /// then names it `cuda:0`. `None` keeps the backend's default: a CPU slot, or a candidate whose
 /// backend cannot run on a GPU (a C kernel in a GPU task).
-pub fn device_option(device: &ksearch_devices::Device, language: &str) -> Option<String> {
+pub fn device_option(device: &ksearch_devices::Device, language: Language) -> Option<String> {
     let cuda = device.cuda_device()?;
     ksearch_eval::backend_for(language, Some(&cuda)).is_ok().then_some(cuda)
 }
@@ -260,19 +260,19 @@ pub fn device_option(device: &ksearch_devices::Device, language: &str) -> Option
 /// that GPU alone (`CUDA_VISIBLE_DEVICES=<uuid>`, whatever the numbering) and names it
 /// `cuda:0`; MLX names no CUDA device (`mlx:gpu` is CUDA device 0 on Linux), so narrowing is
 /// all it needs for the leased GPU to be the one it runs on.
-pub fn placement(device: &ksearch_devices::Device, language: &str) -> (Option<String>, Vec<(String, String)>) {
+pub fn placement(device: &ksearch_devices::Device, language: Language) -> (Option<String>, Vec<(String, String)>) {
     let env = device.env();
     match device_option(device, language) {
         Some(cuda) if env.is_empty() => (Some(cuda), env),
         Some(_) => (Some("cuda:0".to_string()), env),
-        None if language == "mlx" && device.cuda_device().is_some() => (None, env),
+        None if language.runs_on().contains(&RunsOn::MlxGpu) && device.cuda_device().is_some() => (None, env),
         None => (None, Vec::new()),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{device_option, placement};
+    use super::{device_option, placement, Language};
 
     #[test]
     fn an_evaluation_is_told_its_gpu_as_this_process_numbers_it() {
@@ -280,12 +280,12 @@ mod tests {
         let all = ksearch_devices::parse_nvidia_smi(text).unwrap();
         // nvidia-smi's GPU 1 is this process's cuda:0 under CUDA_VISIBLE_DEVICES=1.
         let seen = ksearch_devices::apply_cuda_visible_devices(all.clone(), Some("1"));
-        assert_eq!(device_option(&all[1], "python").as_deref(), Some("cuda:1"));
-        assert_eq!(device_option(&seen[0], "python").as_deref(), Some("cuda:0"));
-        assert_eq!(device_option(&all[1], "cuda").as_deref(), Some("cuda:1"));
+        assert_eq!(device_option(&all[1], Language::Python).as_deref(), Some("cuda:1"));
+        assert_eq!(device_option(&seen[0], Language::Python).as_deref(), Some("cuda:0"));
+        assert_eq!(device_option(&all[1], Language::Cuda).as_deref(), Some("cuda:1"));
         // A C kernel keeps its backend's default (the CPU), as does a CPU slot.
-        assert_eq!(device_option(&all[1], "c"), None);
-        assert_eq!(device_option(&ksearch_devices::cpu_slots(1)[0], "python"), None);
+        assert_eq!(device_option(&all[1], Language::C), None);
+        assert_eq!(device_option(&ksearch_devices::cpu_slots(1)[0], Language::Python), None);
     }
 
     #[test]
@@ -293,11 +293,17 @@ mod tests {
         let text = "0, NVIDIA H200, GPU-aaaa, 143771 MiB\n1, NVIDIA H200, GPU-bbbb, 143771 MiB\n";
         let all = ksearch_devices::parse_nvidia_smi(text).unwrap();
         let visible = vec![("CUDA_VISIBLE_DEVICES".to_string(), "GPU-bbbb".to_string())];
-        assert_eq!(placement(&all[1], "cuda"), (Some("cuda:0".into()), visible.clone()));
+        assert_eq!(
+            placement(&all[1], Language::Cuda),
+            (Some("cuda:0".into()), visible.clone())
+        );
         // MLX's `mlx:gpu` is CUDA device 0: narrowed to the leased GPU, that is the one it uses.
-        assert_eq!(placement(&all[1], "mlx"), (None, visible));
+        assert_eq!(placement(&all[1], Language::Mlx), (None, visible));
         // A C kernel in a GPU task, and anything on a CPU slot, keep the default and environment.
-        assert_eq!(placement(&all[1], "c"), (None, vec![]));
-        assert_eq!(placement(&ksearch_devices::cpu_slots(1)[0], "mlx"), (None, vec![]));
+        assert_eq!(placement(&all[1], Language::C), (None, vec![]));
+        assert_eq!(
+            placement(&ksearch_devices::cpu_slots(1)[0], Language::Mlx),
+            (None, vec![])
+        );
     }
 }

@@ -123,11 +123,11 @@ const OWN: &[(&str, &str)] = &[
 ];
 
 fn check(name: &str, task: &Task, brief: TaskBrief) {
-    let language = task.config.kernel.language.clone();
+    let language = task.config.kernel.language.as_str();
     let (planner, coder) = prompts(brief);
     for (role, prompt) in [("planner", &planner), ("coder", &coder)] {
-        let section = convention_section(prompt, &language);
-        for m in markers(&language, task) {
+        let section = convention_section(prompt, language);
+        for m in markers(language, task) {
             assert!(section.contains(&m), "{name} ({role}): {m:?} missing from\n{section}");
         }
         for (owner, phrase) in OWN {
@@ -149,7 +149,7 @@ fn every_builtin_tasks_prompts_state_its_own_backends_contract() {
     let mut languages = std::collections::BTreeSet::new();
     for name in names {
         let task = Task::load_builtin(&name).unwrap();
-        languages.insert(task.config.kernel.language.clone());
+        languages.insert(task.config.kernel.language.as_str());
         for level in [ContextLevel::None, ContextLevel::Full] {
             let brief = brief_for(&kb, &task, Platform::Linux, level).unwrap();
             check(&name, &task, brief);

@@ -17,7 +17,7 @@ fn main() {
     let task = TaskBrief {
         name: "softmax".into(),
         text: "Row softmax of a float32 matrix. ".repeat(40),
-        language: "c".into(),
+        language: ksearch_spec::Language::C,
         convention: "void softmax(const float *x, float *y, int64_t M, int64_t N)".into(),
         default_file: "kernel.c".into(),
         target: String::new(),

@@ -245,11 +245,7 @@ impl Tuner {
                     // No tree (`refine`, `evolve`): one step from the candidate the round builds on.
                     _ => self.step_from(engine, *code, *base_candidate, &history)?,
                 };
-                let fence = match self.file().rsplit_once('.').map(|(_, ext)| ext) {
-                    Some("py") => "python",
-                    Some("cu") => "cuda",
-                    _ => "c",
-                };
+                let fence = ksearch_spec::language_of(self.file()).map_or("c", |l| l.fence_tag());
                 let source = self.render(&a).unwrap_or_else(|e| self.failing_kernel(&a, &e));
                 Ok(format!(
                     "DESCRIPTION: knobs {}\n```{fence} {}\n{source}```\n",

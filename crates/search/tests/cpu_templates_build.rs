@@ -53,7 +53,7 @@ fn cpu_templates_render_everywhere_and_a_sample_compiles() {
         let Some(template) = task.template.clone() else {
             continue;
         };
-        if task.config.kernel.language != "c" {
+        if task.config.kernel.language != ksearch_spec::Language::C {
             continue;
         }
         let tuner = Tuner::new(template.clone(), hw.clone(), HashMap::new())

@@ -39,7 +39,7 @@ fn templated(extension: &str) -> Vec<(Task, Tuner)> {
         .filter_map(|name| {
             let task = Task::load_builtin(&name).unwrap_or_else(|e| panic!("built-in task '{name}': {e}"));
             let template = task.template.clone()?;
-            if !template.file.ends_with(extension) || task.config.kernel.language == "c" {
+            if !template.file.ends_with(extension) || task.config.kernel.language == ksearch_spec::Language::C {
                 return None;
             }
             let tuner = Tuner::new(template, h200(), HashMap::new())

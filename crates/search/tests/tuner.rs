@@ -89,7 +89,7 @@ fn drive(t: &Tuner, config: EngineConfig, noise: f64) -> Engine {
     let brief = TaskBrief {
         name: "synthetic".into(),
         text: String::new(),
-        language: "c".into(),
+        language: ksearch_spec::Language::C,
         convention: String::new(),
         default_file: t.file().into(),
         target: String::new(),

@@ -19,8 +19,8 @@
 //! ```
 
 use crate::error::{Problems, SpecError};
+use crate::language::Language;
 use crate::solution::{check_source_path, language_of, SourceFile};
-use crate::task_config::LANGUAGES;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -43,7 +43,7 @@ pub struct ExpertiseConfig {
     pub description: String,
     /// The language it is written in; defaults to what the file extension implies (`.cu`).
     #[serde(default)]
-    pub language: Option<String>,
+    pub language: Option<Language>,
 }
 
 /// An `[[expertise]]` entry with its files read.
@@ -52,7 +52,7 @@ pub struct Expertise {
     /// The entry's `description`, trimmed (at most 400 characters).
     pub description: String,
     /// `cuda`, `triton`, ...: selects the translation layer from this language to the target.
-    pub language: String,
+    pub language: Language,
     /// Where it came from, for prompts and messages: the file, or `best kernel of run DIR`.
     pub origin: String,
     /// Its files, paths relative to the file's folder or to the run's `best/`.
@@ -105,14 +105,6 @@ pub(crate) fn validate(list: &[ExpertiseConfig], p: &mut Problems) {
                 field("description"),
                 format!("{n} characters; at most {MAX_DESCRIPTION} (it goes into prompts)"),
             );
-        }
-        if let Some(l) = &e.language {
-            if !LANGUAGES.contains(&l.as_str()) {
-                p.push(
-                    field("language"),
-                    format!("unknown language '{l}'; expected one of {}", LANGUAGES.join(", ")),
-                );
-            }
         }
     }
 }
@@ -174,19 +166,15 @@ pub(crate) fn load(
             // validate() has reported these already.
             _ => continue,
         };
-        let language = match &e.language {
-            Some(l) => l.clone(),
-            None => sources
-                .iter()
-                .find_map(|s| language_of(&s.path))
-                .map(str::to_string)
-                .ok_or_else(|| {
-                    SpecError::one(
-                        toml,
-                        format!("expertise[{i}].language"),
-                        format!("is not set and no file of {origin} has an extension that names one (.c, .cu, .py)"),
-                    )
-                })?,
+        let language = match e.language {
+            Some(l) => l,
+            None => sources.iter().find_map(|s| language_of(&s.path)).ok_or_else(|| {
+                SpecError::one(
+                    toml,
+                    format!("expertise[{i}].language"),
+                    format!("is not set and no file of {origin} has an extension that names one (.c, .cu, .py)"),
+                )
+            })?,
         };
         let chars: usize = sources.iter().map(|s| s.content.chars().count()).sum();
         if chars > MAX_EXPERTISE_CHARS {

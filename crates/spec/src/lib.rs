@@ -15,6 +15,8 @@
 //! - [`KnobSpace`], [`KernelTemplate`] and [`TemplateRenderer`]: kernel templates and the knob
 //!   assignments the tuner searches over (docs/templates.md); [`annotations`]: knobs declared
 //!   inside a kernel's own source.
+//! - [`Language`]: the kernel languages (`c`, `cuda`, `triton`, `python`, `mlx`) and what each
+//!   implies: its harness backend, the devices it runs on ([`RunsOn`]), its [`CallingStyle`].
 //! - [`KernelResources`]: what the compiler reported for one kernel, shared vocabulary of the
 //!   evaluation record, the search and the report.
 //!
@@ -36,6 +38,7 @@ mod dtype;
 mod error;
 mod expertise;
 mod knobs;
+mod language;
 mod resources;
 mod solution;
 mod solution_fib;
@@ -53,11 +56,12 @@ pub use knobs::{
     describe_assignment, Assignment, Constraint, ConstraintError, KernelTemplate, Knob, KnobSpace, KnobValue,
     RenderError, TemplateRenderer,
 };
+pub use language::{CallingStyle, Language, RunsOn, UnknownLanguage};
 pub use resources::KernelResources;
 pub use solution::{check_source_path, language_of, language_of_in, BuildSpec, Solution, SourceFile};
 pub use task::{builtin_names, builtin_task_files, Task, TaskOrigin};
 pub use task_config::{
     eval_formula, BaselineConfig, Bound, Calling, ChecksConfig, Distribution, EvaluationConfig, ForbiddenPattern,
-    KernelConfig, ModuleInit, RooflineConfig, TaskConfig, DISTRIBUTIONS, LANGUAGES, MAX_TIMEOUT_S,
+    KernelConfig, ModuleInit, RooflineConfig, TaskConfig, DISTRIBUTIONS, MAX_TIMEOUT_S,
 };
 pub use workload::{parse_workloads, InputSpec, Workload};

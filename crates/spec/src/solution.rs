@@ -1,6 +1,7 @@
 //! Solutions: FlashInfer-Bench Solution JSON, or one bare source file.
 
 use crate::error::{parse_json, parse_value, Problems, SpecError};
+use crate::language::{CallingStyle, Language};
 use crate::task::Task;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -29,8 +30,9 @@ pub struct Solution {
 /// The `spec` of a Solution: language, entry point and calling convention.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BuildSpec {
-    /// One of [`LANGUAGES`](crate::LANGUAGES) (`c`, `cuda`, `triton`, `python`, `mlx`, ...).
-    pub language: String,
+    /// The language it is written in (FlashInfer-Bench's `cpp` and `tilelang` are refused
+    /// when a Solution JSON is read).
+    pub language: Language,
     /// FlashInfer-Bench's list of hardware the solution is meant for; kept as given, not used
     /// by ksearch.
     #[serde(default)]
@@ -85,7 +87,7 @@ impl Solution {
 
     /// Wraps one source file as a solution, following the task's kernel convention.
     pub fn from_source(file: &str, name: &str, content: String, task: &Task) -> Result<Solution, SpecError> {
-        let language = language_of_in(name, &task.config.kernel.language).ok_or_else(|| {
+        let language = language_of_in(name, task.config.kernel.language).ok_or_else(|| {
             SpecError::one(
                 file,
                 "",
@@ -104,14 +106,16 @@ impl Solution {
             definition: task.definition.name.clone(),
             author: None,
             spec: BuildSpec {
-                language: language.to_string(),
+                language,
                 target_hardware: Vec::new(),
                 entry_point: format!("{name}::{entry}"),
                 dependencies: Vec::new(),
-                // MLX candidates return their outputs: MLX allocates them.
-                destination_passing_style: language == "c"
-                    || language == "cuda"
-                    || (language != "mlx" && task.config.kernel.calling == crate::task_config::Calling::Dps),
+                destination_passing_style: match language.calling_style() {
+                    CallingStyle::DestinationPassing => true,
+                    CallingStyle::PythonModule => task.config.kernel.calling == crate::task_config::Calling::Dps,
+                    // MLX candidates return their outputs: MLX allocates them.
+                    CallingStyle::ReturnsOutputs => false,
+                },
             },
             sources: vec![SourceFile {
                 path: name.to_string(),
@@ -132,16 +136,6 @@ impl Solution {
                 format!(
                     "names definition '{}' but the task is '{}'",
                     self.definition, task.definition.name
-                ),
-            );
-        }
-        if !crate::task_config::LANGUAGES.contains(&self.spec.language.as_str()) {
-            p.push(
-                "spec.language",
-                format!(
-                    "unknown language '{}'; expected one of {}",
-                    self.spec.language,
-                    crate::task_config::LANGUAGES.join(", ")
                 ),
             );
         }
@@ -167,14 +161,13 @@ impl Solution {
                 format!("'{}' must be 'file::symbol'", self.spec.entry_point),
             ),
         }
-        if self.spec.language == "mlx" {
-            check_mlx(self, &mut p);
-        }
-        if self.spec.language == "c" && !self.spec.destination_passing_style {
-            p.push(
+        match self.spec.language {
+            Language::Mlx => check_mlx(self, &mut p),
+            Language::C if !self.spec.destination_passing_style => p.push(
                 "spec.destination_passing_style",
                 "the c backend needs destination-passing style (true)",
-            );
+            ),
+            Language::C | Language::Cuda | Language::Triton | Language::Python => {}
         }
         p.into_result()
     }
@@ -205,12 +198,12 @@ pub fn check_source_path(path: &str) -> Result<(), &'static str> {
 /// The language of a bare file for a task written in `task_language`: `.py` files are `python`
 /// modules for Python tasks, MLX launchers for MLX tasks and `triton` otherwise; a `.toml` file
 /// is an MLX launch spec in an MLX task.
-pub fn language_of_in(name: &str, task_language: &str) -> Option<&'static str> {
-    if task_language == "mlx" && (name.ends_with(".toml") || name.ends_with(".py")) {
-        return Some("mlx");
+pub fn language_of_in(name: &str, task_language: Language) -> Option<Language> {
+    if task_language == Language::Mlx && (name.ends_with(".toml") || name.ends_with(".py")) {
+        return Some(Language::Mlx);
     }
     match language_of(name)? {
-        "triton" if task_language == "python" => Some("python"),
+        Language::Triton if task_language == Language::Python => Some(Language::Python),
         other => Some(other),
     }
 }
@@ -293,12 +286,13 @@ fn check_mlx(sol: &Solution, p: &mut Problems) {
     }
 }
 
-/// The language a bare file is written in, from its extension.
-pub fn language_of(name: &str) -> Option<&'static str> {
+/// The language a bare file is written in, from its extension: `.c` is C, `.cu` CUDA, `.py`
+/// Triton ([`language_of_in`] reads `.py` by the task's language).
+pub fn language_of(name: &str) -> Option<Language> {
     match Path::new(name).extension()?.to_str()? {
-        "c" => Some("c"),
-        "cu" => Some("cuda"),
-        "py" => Some("triton"),
+        "c" => Some(Language::C),
+        "cu" => Some(Language::Cuda),
+        "py" => Some(Language::Triton),
         _ => None,
     }
 }

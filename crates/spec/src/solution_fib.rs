@@ -9,6 +9,7 @@
 //! cannot build yet is refused, never guessed at.
 
 use crate::error::SpecError;
+use crate::language::Language;
 use serde_json::Value;
 
 /// What ksearch builds, for the refusals.
@@ -71,9 +72,11 @@ pub(crate) fn normalize(file: &str, mut value: Value) -> Result<Value, SpecError
         }
         _ => {}
     }
+    // Any other unknown language is reported when the value is parsed into a Solution.
+    let known = language.parse::<Language>().ok();
     match spec.remove("binding") {
         None | Some(Value::Null) => {
-            if language == "cuda" {
+            if known == Some(Language::Cuda) {
                 if let Some((mark, binding)) = BINDING_MARKS.iter().find(|(m, _)| sources_text.contains(m)) {
                     return Err(refuse(
                         "spec.binding",
@@ -88,7 +91,7 @@ pub(crate) fn normalize(file: &str, mut value: Value) -> Result<Value, SpecError
         }
         Some(Value::String(b)) if b == "tvm-ffi" || b == "torch" => {
             // FlashInfer-Bench ignores the binding of Python and Triton solutions; so does ksearch.
-            if language == "cuda" || language == "c" {
+            if matches!(known, Some(Language::Cuda | Language::C)) {
                 return Err(refuse(
                     "spec.binding",
                     format!("'{b}': ksearch cannot build the {b} binding yet; {SUPPORTED}"),
@@ -132,9 +135,9 @@ pub fn to_flashinfer_bench(
 ) -> Result<(Value, Vec<String>), SpecError> {
     let file = format!("solution '{}'", sol.name);
     let mut notes = Vec::new();
-    let language = match sol.spec.language.as_str() {
-        "python" | "triton" => sol.spec.language.clone(),
-        "cuda" => {
+    let language = match sol.spec.language {
+        Language::Python | Language::Triton => sol.spec.language.as_str().to_string(),
+        Language::Cuda => {
             notes.push(
                 "the cuda entry is an extern \"C\" function taking raw pointers and the var axes \
                  (ksearch's convention, docs/protocol.md); FlashInfer-Bench builds cuda through a \
@@ -144,7 +147,7 @@ pub fn to_flashinfer_bench(
             );
             "cuda".to_string()
         }
-        "c" => {
+        Language::C => {
             notes.push(
                 "ksearch's c kernel is exported as cpp (FlashInfer-Bench has no c): its entry is an \
                  extern C11 function taking raw pointers and the var axes, so it needs a tvm-ffi \
@@ -153,13 +156,14 @@ pub fn to_flashinfer_bench(
             );
             "cpp".to_string()
         }
-        other => {
+        Language::Mlx => {
             return Err(SpecError::one(
                 file,
                 "spec.language",
                 format!(
-                    "'{other}' has no FlashInfer-Bench counterpart (its languages: python, triton, \
-                     cuda, cpp, tilelang)"
+                    "'{}' has no FlashInfer-Bench counterpart (its languages: python, triton, \
+                     cuda, cpp, tilelang)",
+                    sol.spec.language
                 ),
             ))
         }
@@ -279,7 +283,7 @@ mod tests {
             definition: "d".into(),
             author: None,
             spec: crate::BuildSpec {
-                language: "c".into(),
+                language: Language::C,
                 target_hardware: vec![],
                 entry_point: "k.c::softmax".into(),
                 dependencies: vec![],
@@ -305,7 +309,7 @@ mod tests {
         assert!(err.contains("'cpp'"), "{err}");
         let mlx = crate::Solution {
             spec: crate::BuildSpec {
-                language: "mlx".into(),
+                language: Language::Mlx,
                 ..sol.spec.clone()
             },
             ..sol.clone()

@@ -3,6 +3,7 @@
 use crate::definition::Definition;
 use crate::error::SpecError;
 use crate::knobs::{KernelTemplate, KnobSpace};
+use crate::language::Language;
 use crate::solution::{BuildSpec, Solution, SourceFile};
 use crate::task_config::TaskConfig;
 use crate::workload::{parse_workloads, Workload};
@@ -199,15 +200,17 @@ impl Task {
             let Some(content) = gather(content, &mut problems)? else {
                 continue;
             };
-            let language = b
-                .language
-                .clone()
-                .or_else(|| {
-                    // A Python baseline is native framework code (PyTorch, MLX ops) unless the
-                    // task author says it is a Triton kernel.
-                    crate::solution::language_of(&b.file).map(|l| if l == "triton" { "python" } else { l }.to_string())
+            let language = b.language.or_else(|| {
+                // A Python baseline is native framework code (PyTorch, MLX ops) unless the
+                // task author says it is a Triton kernel.
+                crate::solution::language_of(&b.file).map(|l| match l {
+                    Language::Triton => Language::Python,
+                    other => other,
                 })
-                .unwrap_or_default();
+            });
+            let Some(language) = language else {
+                continue; // the config's check has reported it (no language, no extension)
+            };
             let calling = b.calling.unwrap_or(config.kernel.calling);
             let path = Path::new(&b.file)
                 .file_name()

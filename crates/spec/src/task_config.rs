@@ -8,7 +8,7 @@ mod distribution;
 mod kernel;
 
 pub use distribution::{Bound, Distribution};
-pub use kernel::{BaselineConfig, Calling, KernelConfig, ModuleInit, LANGUAGES};
+pub use kernel::{BaselineConfig, Calling, KernelConfig, ModuleInit};
 
 use crate::definition::Definition;
 use crate::dtype::{DType, Tolerance};

@@ -54,7 +54,8 @@ description = "PyTorch's own add"
     assert_eq!(task.config.kernel.calling, Calling::Returns);
     let b = task.baseline("torch_add").unwrap();
     assert_eq!(
-        b.spec.language, "python",
+        b.spec.language,
+        ksearch_spec::Language::Python,
         "a .py baseline is framework code unless declared otherwise"
     );
     assert_eq!(b.spec.entry_point, "torch_add.py::run");
@@ -117,6 +118,6 @@ fn a_bare_python_file_is_a_python_module_for_python_tasks() {
     );
     let task = load(dir.path()).unwrap();
     let sol = ksearch_spec::Solution::from_source("k.py", "k.py", "class ModelNew: pass\n".into(), &task).unwrap();
-    assert_eq!(sol.spec.language, "python");
+    assert_eq!(sol.spec.language, ksearch_spec::Language::Python);
     assert!(!sol.spec.destination_passing_style);
 }

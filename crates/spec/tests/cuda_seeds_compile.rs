@@ -22,7 +22,7 @@ fn cuda_tasks() -> Vec<Task> {
     builtin_names()
         .into_iter()
         .map(|name| Task::load_builtin(&name).unwrap_or_else(|e| panic!("built-in task '{name}': {e}")))
-        .filter(|t| t.config.kernel.language == "cuda")
+        .filter(|t| t.config.kernel.language == ksearch_spec::Language::Cuda)
         .collect()
 }
 

@@ -60,7 +60,7 @@ description = "  the CUDA kernel this task ports: one thread per element  "
     let task = Task::load_folder(dir.path()).unwrap();
     assert_eq!(task.expertise.len(), 1);
     let e = &task.expertise[0];
-    assert_eq!(e.language, "cuda");
+    assert_eq!(e.language, ksearch_spec::Language::Cuda);
     assert_eq!(e.origin, "expertise/vadd.cu");
     assert_eq!(e.description, "the CUDA kernel this task ports: one thread per element");
     assert_eq!(e.sources.len(), 1);
@@ -73,7 +73,12 @@ description = "  the CUDA kernel this task ports: one thread per element  "
     for name in ksearch_spec::builtin_names() {
         let task = Task::load_builtin(&name).unwrap_or_else(|e| panic!("{name}: {e}"));
         if name.starts_with("mlx_") {
-            assert!(task.expertise.iter().any(|e| e.language == "cuda"), "{name}");
+            assert!(
+                task.expertise
+                    .iter()
+                    .any(|e| e.language == ksearch_spec::Language::Cuda),
+                "{name}"
+            );
         } else {
             assert!(task.expertise.is_empty(), "{name}");
         }
@@ -110,7 +115,7 @@ fn the_best_kernel_of_a_run_is_loaded() {
     let dir = task_folder(&toml, &[]);
     let task = Task::load_folder(dir.path()).unwrap();
     let e = &task.expertise[0];
-    assert_eq!(e.language, "cuda");
+    assert_eq!(e.language, ksearch_spec::Language::Cuda);
     assert!(e.origin.starts_with("best kernel of run ") && e.origin.ends_with("vadd-20261201-101500"));
     let paths: Vec<&str> = e.sources.iter().map(|s| s.path.as_str()).collect();
     assert_eq!(paths, ["detail/helpers.cuh", "kernel.cu"]);

@@ -2,7 +2,7 @@
 //! does (the entry is a launch spec or a launcher, a spec parses, the files it names are there),
 //! and the built-in MLX tasks, whose seeds are launch specs.
 
-use ksearch_spec::{BuildSpec, Solution, SourceFile, Task};
+use ksearch_spec::{BuildSpec, Language, Solution, SourceFile, Task};
 
 const DEFINITION: &str = r#"{"name": "scale", "op_type": "elementwise",
     "axes": {"N": {"type": "var"}},
@@ -33,7 +33,7 @@ fn solution(entry: &str, files: &[(&str, &str)]) -> Solution {
         definition: "scale".into(),
         author: None,
         spec: BuildSpec {
-            language: "mlx".into(),
+            language: Language::Mlx,
             target_hardware: vec![],
             entry_point: entry.into(),
             dependencies: vec![],
@@ -71,15 +71,18 @@ fn bare_files_of_an_mlx_task_are_mlx_solutions() {
         ("launcher.py", "def scale(x):\n    return x * 2\n".into()),
     ] {
         let sol = Solution::from_source(file, file, content.to_string(), &task).unwrap();
-        assert_eq!(sol.spec.language, "mlx", "{file}");
+        assert_eq!(sol.spec.language, Language::Mlx, "{file}");
         assert_eq!(sol.spec.entry_point, format!("{file}::scale"));
         assert!(
             !sol.spec.destination_passing_style,
             "MLX candidates return their outputs"
         );
     }
-    assert_eq!(ksearch_spec::language_of_in("k.toml", "c"), None);
-    assert_eq!(ksearch_spec::language_of_in("k.py", "cuda"), Some("triton"));
+    assert_eq!(ksearch_spec::language_of_in("k.toml", Language::C), None);
+    assert_eq!(
+        ksearch_spec::language_of_in("k.py", Language::Cuda),
+        Some(Language::Triton)
+    );
 }
 
 #[test]
@@ -135,7 +138,7 @@ fn the_builtin_mlx_tasks_have_launch_spec_seeds_and_mlx_baselines() {
     assert_eq!(names, ["mlx_attention", "mlx_mamba_scan", "mlx_mamba_step"]);
     for name in names {
         let task = Task::load_builtin(&name).unwrap();
-        assert_eq!(task.config.kernel.language, "mlx", "{name}");
+        assert_eq!(task.config.kernel.language, Language::Mlx, "{name}");
         assert!(task.config.targets.iter().any(|t| t == "h200"), "{name}");
         assert!(task.config.targets.iter().any(|t| t.starts_with("apple-m")), "{name}");
         let seed = task.seed.clone().unwrap();
@@ -148,7 +151,7 @@ fn the_builtin_mlx_tasks_have_launch_spec_seeds_and_mlx_baselines() {
         assert_eq!(sol.spec.entry_point, format!("seed.toml::{name}"));
         assert!(!task.baselines.is_empty(), "{name}");
         for b in &task.baselines {
-            assert_eq!(b.spec.language, "mlx", "{name} {}", b.name);
+            assert_eq!(b.spec.language, Language::Mlx, "{name} {}", b.name);
             b.validate("baseline", &task).unwrap();
         }
     }

@@ -2,6 +2,7 @@
 //! CPU of the machine that evaluates, called through ctypes in destination-passing style.
 
 use super::{entry, file, writes, BackendContract, Setting};
+use ksearch_spec::Language;
 use ksearch_spec::{DType, Task};
 
 /// The compiler flags of backend `c`, in the harness's order (c.py's `_FLAGS`; a test keeps the
@@ -80,6 +81,9 @@ pub fn command(openmp: bool) -> String {
     )
 }
 
+/// The file a single unnamed code block is given when the task has no seed.
+pub(super) const DEFAULT_FILE: &str = "kernel.c";
+
 pub(super) fn contract(s: &Setting<'_>) -> BackendContract {
     let task = s.task;
     let openmp = task.config.kernel.openmp;
@@ -91,7 +95,7 @@ pub(super) fn contract(s: &Setting<'_>) -> BackendContract {
         .map(|m| format!(" (here: {})", m.trim()))
         .unwrap_or_default();
     BackendContract {
-        language: "c",
+        language: Language::C,
         signature: signature(task),
         calling: format!(
             "C11 source (entry `{}::{}`; .h files are written beside the sources, other files are not compiled). \

@@ -3,6 +3,7 @@
 
 use super::c::signature_with;
 use super::{entry, file, gpu_name, writes, BackendContract, Setting};
+use ksearch_spec::Language;
 use ksearch_spec::{DType, Task};
 
 /// nvcc's flags for each source, with the target's flags ([`target_flags`]) after the first
@@ -57,12 +58,15 @@ pub fn commands(arch: &str) -> (String, String) {
     )
 }
 
+/// The file a single unnamed code block is given when the task has no seed.
+pub(super) const DEFAULT_FILE: &str = "kernel.cu";
+
 pub(super) fn contract(s: &Setting<'_>) -> BackendContract {
     let task = s.task;
     let arch = s.device.map(|d| d.arch.clone()).unwrap_or_else(|| "ARCH".to_string());
     let (compile, link) = commands(&arch);
     BackendContract {
-        language: "cuda",
+        language: Language::Cuda,
         signature: signature(task),
         calling: format!(
             "CUDA C++ (.cu sources are compiled, .cuh/.h written beside them), entry `{}::{}`: an `extern \"C\"` host \

@@ -3,6 +3,10 @@
 
 use super::{entry, file, BackendContract, Setting};
 use crate::knowledge::Platform;
+use ksearch_spec::Language;
+
+/// The file a single unnamed code block is given when the task has no seed.
+pub(super) const DEFAULT_FILE: &str = "kernel.toml";
 
 pub(super) fn contract(s: &Setting<'_>) -> BackendContract {
     let task = s.task;
@@ -19,7 +23,7 @@ pub(super) fn contract(s: &Setting<'_>) -> BackendContract {
         None => "the GPU MLX sees".to_string(),
     };
     BackendContract {
-        language: "mlx",
+        language: Language::Mlx,
         signature: format!(
             "A launch spec (the seed's entry: `{}::{entry}`) or a Python launcher (entry `FILE.py::{entry}`)",
             file(task)

@@ -2,6 +2,7 @@
 //! code, imported by the harness and called with tensors on the device.
 
 use super::{entry, file, gpu_name, names, writes, BackendContract, Setting};
+use ksearch_spec::Language;
 use ksearch_spec::{Calling, Task};
 
 /// The call the harness makes under the task's `[kernel].calling`, and what it expects back.
@@ -65,11 +66,14 @@ pub(crate) fn calling(task: &Task, what: &str) -> String {
     )
 }
 
+/// The file a single unnamed code block is given when the task has no seed.
+pub(super) const DEFAULT_FILE: &str = "kernel.py";
+
 pub(super) fn contract(s: &Setting<'_>) -> BackendContract {
     let task = s.task;
     let (signature, _) = call(task);
     BackendContract {
-        language: "python",
+        language: Language::Python,
         signature: format!("def {signature}"),
         calling: calling(task, "A Python module of PyTorch code"),
         device: format!(

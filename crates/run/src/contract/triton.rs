@@ -3,13 +3,17 @@
 
 use super::python::{call, calling};
 use super::{gpu_name, BackendContract, Setting};
+use ksearch_spec::Language;
+
+/// The file a single unnamed code block is given when the task has no seed.
+pub(super) const DEFAULT_FILE: &str = "kernel.py";
 
 pub(super) fn contract(s: &Setting<'_>) -> BackendContract {
     let task = s.task;
     let (signature, _) = call(task);
     let arch = s.device.map(|d| d.arch.as_str()).unwrap_or("the device's arch");
     BackendContract {
-        language: "triton",
+        language: Language::Triton,
         signature: format!("def {signature}"),
         calling: calling(
             task,

@@ -114,9 +114,9 @@ const WATCH_EVERY: Duration = Duration::from_secs(1);
 const WATCH_FAILURES: u32 = 2;
 
 /// Whether the task's evaluations take a GPU on the cluster (anything but a C kernel, as a
-/// local run's default devices say).
+/// local run's default devices say: [`ksearch_spec::Language::gpu_by_default`]).
 pub fn wants_gpu(task: &Task) -> bool {
-    task.config.kernel.language != "c"
+    task.config.kernel.language.gpu_by_default()
 }
 
 /// Evaluations on a Ray cluster, through one client process.

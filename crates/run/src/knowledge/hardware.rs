@@ -300,7 +300,7 @@ mod tests {
         let brief = TaskBrief {
             name: "task".into(),
             text: String::new(),
-            language: "c".into(),
+            language: ksearch_spec::Language::C,
             convention: String::new(),
             default_file: tuner.file().into(),
             target: String::new(),

@@ -24,13 +24,13 @@ pub struct Knowledge {
 pub fn task_query(task: &Task, device: &str) -> TaskQuery {
     let mut expertise_languages: Vec<String> = Vec::new();
     for e in &task.expertise {
-        if !expertise_languages.contains(&e.language) {
-            expertise_languages.push(e.language.clone());
+        if !expertise_languages.iter().any(|l| l == e.language.as_str()) {
+            expertise_languages.push(e.language.to_string());
         }
     }
     TaskQuery {
         device: device.to_string(),
-        language: task.config.kernel.language.clone(),
+        language: task.config.kernel.language.to_string(),
         op_type: Some(task.definition.op_type.clone()),
         expertise_languages,
     }
@@ -118,7 +118,7 @@ pub(crate) fn brief_with(
         platform,
         host: Some(host),
     };
-    let convention = contract(&setting)?.render();
+    let convention = contract(&setting).render();
     let mut brief = crate::brief::task_brief(task, target, convention);
     brief.expertise = expertise;
     Ok(brief)
@@ -136,10 +136,7 @@ pub fn render_expertise(list: &[Expertise]) -> String {
             e.language,
             e.description
         ));
-        let tag = match e.language.as_str() {
-            "triton" | "python" | "mlx" => "python",
-            other => other,
-        };
+        let tag = e.language.fence_tag();
         for s in &e.sources {
             // A fence longer than any run of backticks in the file, so the file cannot end it.
             let longest = s.content.split(|c| c != '`').map(str::len).max().unwrap_or(0);
@@ -275,7 +272,7 @@ mod tests {
         assert_eq!(render_expertise(&[]), "");
         let fenced = Expertise {
             description: "two files".into(),
-            language: "triton".into(),
+            language: ksearch_spec::Language::Triton,
             origin: "best kernel of run runs/x".into(),
             sources: vec![
                 ksearch_spec::SourceFile {

@@ -4,7 +4,7 @@
 
 use super::KB_ENV;
 use ksearch_kb::{Kb, TargetKind};
-use ksearch_spec::Task;
+use ksearch_spec::{Language, Task};
 use std::fmt;
 
 /// The platform ksearch runs on. It decides an MLX task's kernel dialect (docs/mlx.md): Metal
@@ -52,16 +52,16 @@ pub struct Target {
 
 /// The kernel dialect a task's candidates are written in on `platform`; `None` for `python`,
 /// which takes the device's own.
-fn dialect_of(language: &str, platform: Platform) -> Option<TargetKind> {
+fn dialect_of(language: Language, platform: Platform) -> Option<TargetKind> {
     match language {
-        "c" => Some(TargetKind::Cpu),
-        "cuda" => Some(TargetKind::Cuda),
-        "triton" => Some(TargetKind::Triton),
-        "mlx" => Some(match platform {
+        Language::C => Some(TargetKind::Cpu),
+        Language::Cuda => Some(TargetKind::Cuda),
+        Language::Triton => Some(TargetKind::Triton),
+        Language::Mlx => Some(match platform {
             Platform::MacOs => TargetKind::Metal,
             Platform::Linux => TargetKind::Cuda,
         }),
-        _ => None,
+        Language::Python => None,
     }
 }
 
@@ -84,7 +84,7 @@ fn default_device(dialect: Option<TargetKind>) -> &'static str {
 /// assumption.
 pub fn target_of(kb: &Kb, task: &Task, platform: Platform) -> anyhow::Result<Target> {
     let file = task.file("task.toml");
-    let language = task.config.kernel.language.as_str();
+    let language = task.config.kernel.language;
     let dialect = dialect_of(language, platform);
     let runs = |hw: &ksearch_kb::HardwareSpec| dialect.is_none_or(|d| hw.targets.contains(&d));
     let candidates = || -> String {
@@ -118,8 +118,8 @@ pub fn target_of(kb: &Kb, task: &Task, platform: Platform) -> anyhow::Result<Tar
     }
     if let (false, Some(d)) = (targets.is_empty(), dialect) {
         let why = match language {
-            "mlx" => format!(" (mlx tasks on {platform} are written in {d})"),
-            _ => String::new(),
+            Language::Mlx => format!(" (mlx tasks on {platform} are written in {d})"),
+            Language::C | Language::Cuda | Language::Triton | Language::Python => String::new(),
         };
         anyhow::bail!(
             "{file}: targets: none of {} runs {d} kernels{why}; add a device that does: {}",

@@ -582,7 +582,7 @@ impl Engine {
 
     fn request_evaluation(&mut self, candidate_id: i64, purpose: Purpose) {
         let id = self.next_id();
-        let language = self.task.as_ref().map(|t| t.language.clone()).unwrap_or_default();
+        let language = self.task.as_ref().map(|t| t.language.to_string()).unwrap_or_default();
         let (sources, round) = self
             .candidate(candidate_id)
             .map(|c| (c.sources.clone(), c.round))

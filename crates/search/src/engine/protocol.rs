@@ -24,7 +24,7 @@ pub struct TaskBrief {
     /// The task for the planner and coder: description, inputs and outputs, reference, workloads.
     pub text: String,
     /// Language of candidates (`c`, `cuda`, ...).
-    pub language: String,
+    pub language: ksearch_spec::Language,
     /// The calling convention a kernel must follow, in words.
     pub convention: String,
     /// The file name a single unnamed code block is given.

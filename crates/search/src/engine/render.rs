@@ -16,7 +16,7 @@ pub(super) fn planner_system(e: &Engine) -> Result<String, String> {
 
 pub(super) fn coder_system(e: &Engine) -> Result<String, String> {
     // The annotation is offered only where a sweep can follow (world-model cycles, budget set).
-    let python = matches!(e.task.as_ref().map(|t| t.language.as_str()), Some("python" | "triton"));
+    let python = e.task.as_ref().is_some_and(|t| t.language.is_python_module());
     let syntax = if python {
         "BLOCK = 128  # ksearch: knob values=[64, 128, 256]"
     } else {

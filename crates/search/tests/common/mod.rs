@@ -8,7 +8,7 @@ pub fn brief(seed: bool) -> TaskBrief {
     TaskBrief {
         name: "toy".into(),
         text: "Compute y = x.".into(),
-        language: "c".into(),
+        language: ksearch_spec::Language::C,
         convention: "void k(const float *x, float *y, int64_t n)".into(),
         default_file: "kernel.c".into(),
         target: String::new(),

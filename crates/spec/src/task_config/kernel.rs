@@ -2,6 +2,7 @@
 //! tuner files; and the native baselines (`[[baselines]]`) a result is compared with.
 
 use crate::error::Problems;
+use crate::language::Language;
 use serde::{Deserialize, Serialize};
 
 /// task.toml's `[kernel]`: how candidates for the task are written, built and called. Every
@@ -9,8 +10,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct KernelConfig {
-    /// The language candidates are written in, one of [`LANGUAGES`]; `c` by default.
-    pub language: String,
+    /// The language candidates are written in; `c` by default.
+    pub language: Language,
     /// The symbol a bare source file must define.
     pub entry: Option<String>,
     /// Compile C candidates with `-fopenmp` and let them use the machine's cores; off by
@@ -95,7 +96,7 @@ pub struct BaselineConfig {
     pub entry: String,
     /// Defaults to the language the file's extension implies.
     #[serde(default)]
-    pub language: Option<String>,
+    pub language: Option<Language>,
     /// Defaults to the task's `[kernel].calling`.
     #[serde(default)]
     pub calling: Option<Calling>,
@@ -107,7 +108,7 @@ pub struct BaselineConfig {
 impl Default for KernelConfig {
     fn default() -> Self {
         KernelConfig {
-            language: "c".into(),
+            language: Language::C,
             entry: None,
             openmp: false,
             seed: None,
@@ -121,22 +122,9 @@ impl Default for KernelConfig {
     }
 }
 
-/// Languages a solution may be written in; backends for some arrive later.
-pub const LANGUAGES: [&str; 5] = ["c", "cuda", "triton", "python", "mlx"];
-
 impl KernelConfig {
     /// Pushes the problems of `[kernel]` to `p`.
     pub(super) fn check(&self, p: &mut Problems) {
-        if !LANGUAGES.contains(&self.language.as_str()) {
-            p.push(
-                "kernel.language",
-                format!(
-                    "unknown language '{}'; expected one of {}",
-                    self.language,
-                    LANGUAGES.join(", ")
-                ),
-            );
-        }
         for (i, folder) in self.python_path.iter().enumerate() {
             let path = std::path::Path::new(folder);
             let escapes = path
@@ -154,7 +142,7 @@ impl KernelConfig {
                 p.push("kernel.entry", format!("'{entry}' is not a valid symbol name"));
             }
         }
-        if self.calling != Calling::Dps && !matches!(self.language.as_str(), "python" | "triton") {
+        if self.calling != Calling::Dps && !self.language.is_python_module() {
             p.push(
                 "kernel.calling",
                 format!(
@@ -200,19 +188,14 @@ pub(super) fn check_baselines(baselines: &[BaselineConfig], p: &mut Problems) {
         if let Err(why) = crate::solution::check_source_path(&b.file) {
             p.push(field("file"), format!("'{}' {why}", b.file));
         }
-        match (&b.language, crate::solution::language_of(&b.file)) {
-            (Some(l), _) if !LANGUAGES.contains(&l.as_str()) => p.push(
-                field("language"),
-                format!("unknown language '{l}'; expected one of {}", LANGUAGES.join(", ")),
-            ),
-            (None, None) => p.push(
+        if b.language.is_none() && crate::solution::language_of(&b.file).is_none() {
+            p.push(
                 field("language"),
                 format!(
                     "is not set and '{}' has no extension that names one (.c, .cu, .py)",
                     b.file
                 ),
-            ),
-            _ => {}
+            );
         }
     }
 }
