@@ -111,7 +111,7 @@ def _evaluate(request, channel, environment, backend, workdir, early):
     device_name = (request.get("device") or {}).get("name")
     if backend.name in ("cuda", "python", "triton") and \
             (device_name or "cuda").startswith("cuda"):
-        from . import gpu
+        from .backends.torch_gpu import memory as gpu
         gpu.warm_context(device_name)  # the context is made while torch is imported
     # GPU backends import torch and claim the device here (a SetupError when they cannot).
     backend.open(request)
@@ -179,7 +179,7 @@ class EarlyBuild:
         if isinstance(given, str) and given:
             arch = given
         else:
-            from . import gpu
+            from .backends.torch_gpu import memory as gpu
             arch = gpu.early_arch((request.get("device") or {}).get("name"))
         if not arch:
             return None

@@ -19,7 +19,7 @@ class DeviceCopy(unittest.TestCase):
     def setUp(self):
         import mlx.core as mx
 
-        from ksearch_harness.backends import mlx_memory
+        from ksearch_harness.backends.mlx import memory as mlx_memory
         self.mx, self.mem = mx, mlx_memory
 
     def cases(self):

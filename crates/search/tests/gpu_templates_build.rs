@@ -65,7 +65,7 @@ fn nvcc() -> Option<String> {
     let out = Command::new("python3")
         .args([
             "-c",
-            "import sys; sys.path.insert(0, 'harness'); from ksearch_harness.backends import nvcc; print(nvcc.find() or '')",
+            "import sys; sys.path.insert(0, 'harness'); from ksearch_harness.backends.cuda import nvcc; print(nvcc.find() or '')",
         ])
         .current_dir(root())
         .output()

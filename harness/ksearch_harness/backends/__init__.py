@@ -29,8 +29,8 @@ import importlib
 _MODULES = {
     "c": ("ksearch_harness.backends.c", "Backend"),
     "cuda": ("ksearch_harness.backends.cuda", "Backend"),
-    "python": ("ksearch_harness.backends.pymodule", "Backend"),
-    "triton": ("ksearch_harness.backends.pymodule", "TritonBackend"),
+    "python": ("ksearch_harness.backends.python", "Backend"),
+    "triton": ("ksearch_harness.backends.python", "TritonBackend"),
     "mlx": ("ksearch_harness.backends.mlx", "Backend"),
 }
 

@@ -98,7 +98,7 @@ mod tests {
 
     #[test]
     fn the_prompts_nvcc_commands_are_the_harnesss() {
-        let nvcc = include_str!("../../../../harness/ksearch_harness/backends/nvcc.py");
+        let nvcc = include_str!("../../../../harness/ksearch_harness/backends/cuda/nvcc.py");
         assert_eq!(python_list(nvcc, "FLAGS"), COMPILE_FLAGS);
         // The target goes after the first flag, and the link's flags are these.
         assert!(nvcc

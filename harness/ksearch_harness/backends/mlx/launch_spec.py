@@ -9,7 +9,7 @@ import hashlib
 import json
 import sys
 
-from .mlx_limits import DIALECTS, DTYPES, LIMITS, MAX_THREADS, static_arrays
+from .limits import DIALECTS, DTYPES, LIMITS, MAX_THREADS, static_arrays
 
 _TOP_KEYS = {"name", "inputs", "grid", "threadgroup", "template", "outputs", "init_value",
              "ensure_row_contiguous", "cuda", "metal"}

@@ -22,10 +22,12 @@ import time
 
 import numpy as np
 
-from ..definition import Spec
-from ..errors import CandidateError, SetupError, TaskError
-from . import mlx_memory, mlx_spec, pyloader, sources
-from .mlx_memory import MlxMemory, evaluate, mx_dtype, poison_value
+from ...definition import Spec
+from ...errors import CandidateError, SetupError, TaskError
+from ..common import pyloader, sources
+from . import memory as mlx_memory
+from . import spec as mlx_spec
+from .memory import MlxMemory, evaluate, mx_dtype, poison_value
 
 _MODULE = "ksearch_mlx_candidate"
 _DEVICES = {"mlx": "gpu", "mlx:gpu": "gpu", "gpu": "gpu", "mlx:cpu": "cpu", "cpu": "cpu"}

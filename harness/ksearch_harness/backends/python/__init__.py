@@ -22,10 +22,10 @@ import os
 import sys
 import time
 
-from .. import gpu
-from ..errors import CandidateError
-from . import pyloader, sources
-from .gpu_base import GpuBackend
+from ...errors import CandidateError
+from ..common import pyloader, sources
+from ..torch_gpu import GpuBackend
+from ..torch_gpu import memory as gpu
 
 CALLINGS = ("dps", "returns", "tuple")
 _MODULE = "ksearch_candidate"

@@ -22,9 +22,11 @@ import threading
 
 import numpy as np
 
-from . import compare, dtypes, gpu_gate, gpu_info
-from .errors import CandidateError, SetupError, TaskError
-from .memory import changed_text, clone
+from ... import compare, dtypes
+from ...errors import CandidateError, SetupError, TaskError
+from ...memory import changed_text, clone
+from . import gate as gpu_gate
+from . import info as gpu_info
 
 _TORCH_DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8",
                  "uint8", "bool")

@@ -11,10 +11,11 @@ import ctypes
 import functools
 import os
 
-from ..errors import CandidateError, SetupError, TaskError
-from . import nvcc, sources
-from .c import _SCALARS
-from .gpu_base import GpuBackend
+from ...errors import CandidateError, SetupError, TaskError
+from ..c import _SCALARS
+from ..common import sources
+from ..torch_gpu import GpuBackend
+from . import nvcc
 
 
 class Backend(GpuBackend):

@@ -36,9 +36,9 @@ from time import perf_counter_ns
 
 import numpy as np
 
-from .. import timing
-from ..errors import CandidateError
-from ..memory import changed_text, clone
+from ... import timing
+from ...errors import CandidateError
+from ...memory import changed_text, clone
 
 FLUSH_BYTES = 256 << 20
 

@@ -16,10 +16,12 @@ import shlex
 import subprocess
 import time
 
-from .. import cpu_info, timing, worker, worker_memory
-from ..errors import CandidateError, TaskError
-from ..memory import HostMemory
-from . import sources
+from ... import timing, worker
+from ...errors import CandidateError, TaskError
+from ...memory import HostMemory
+from ..common import sources
+from . import cpu_info
+from . import memory as worker_memory
 
 _SCALARS = {
     "float32": ctypes.c_float, "float64": ctypes.c_double, "int32": ctypes.c_int32,

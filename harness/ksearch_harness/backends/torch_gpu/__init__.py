@@ -1,8 +1,9 @@
 """What the GPU backends (cuda, triton, python) share: the device, its memory, timing, the
 sanitizer's log, and the dtypes a torch tensor can hold."""
 
-from .. import gpu, gpu_timing
-from ..errors import TaskError
+from ...errors import TaskError
+from . import memory as gpu
+from . import timing as gpu_timing
 
 
 class GpuBackend:

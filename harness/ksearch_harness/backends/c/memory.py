@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
-from . import dtypes, timing, worker
-from .memory import HostMemory
+from ... import dtypes, timing, worker
+from ...memory import HostMemory
 
 PINGS = 5  # empty round trips per workload, to calibrate the timing cross-check
 

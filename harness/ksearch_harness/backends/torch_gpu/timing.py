@@ -41,9 +41,10 @@ with a note.
 import statistics
 from time import perf_counter_ns
 
-from . import gpu_gate, timing
-from .errors import CandidateError
-from .gpu import first_line
+from ... import timing
+from ...errors import CandidateError
+from . import gate as gpu_gate
+from .memory import first_line
 
 # Measured on the H200 (bench/results/graph-replay.md): the deciding (second) replay of a 4x64
 # softmax takes 12-13 us alone and 18.6 us inside the harness, later ones about 9 us, against
