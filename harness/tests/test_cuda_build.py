@@ -13,7 +13,7 @@ import unittest
 
 from ksearch_harness.backends import cuda
 from ksearch_harness.backends.cuda import nvcc
-from ksearch_harness.backends.torch_gpu import memory as gpu
+from ksearch_harness.backends.torch_gpu import device as gpu
 from ksearch_harness.errors import SetupError
 
 KERNEL = r"""

@@ -8,7 +8,7 @@ import tempfile
 import unittest
 
 from ksearch_harness.backends.common import pyloader
-from ksearch_harness.backends.python import python_path_of
+from ksearch_harness.backends.python.build import python_path_of
 
 
 class PythonPath(unittest.TestCase):

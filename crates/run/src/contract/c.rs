@@ -153,7 +153,7 @@ pub(crate) mod tests {
 
     #[test]
     fn the_prompts_flags_are_the_harnesss() {
-        let harness = include_str!("../../../../harness/ksearch_harness/backends/c/__init__.py");
+        let harness = include_str!("../../../../harness/ksearch_harness/backends/c/build.py");
         assert_eq!(python_list(harness, "_FLAGS"), FLAGS);
         // FMA contraction chosen explicitly: -std=c11 alone turns it off in GCC.
         assert!(FLAGS.contains(&"-std=c11") && FLAGS.contains(&"-ffp-contract=fast"));

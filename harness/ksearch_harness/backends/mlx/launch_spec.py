@@ -1,8 +1,8 @@
 """The launch spec of an `mlx` kernel candidate (docs/mlx.md; the format is described in
-mlx_spec.py), parsed and checked without MLX: its problems (Problem, NeedsGpu), the integer
+spec.py), parsed and checked without MLX: its problems (Problem, NeedsGpu), the integer
 expressions over the definition's axes (Expr), the parsed KernelSpec and its per-workload Launch,
-and reading one from its TOML or JSON table (load_table, kernel_spec). mlx_spec.py re-exports
-these; the device limits and the memory accounting are mlx_limits.py's."""
+and reading one from its TOML or JSON table (load_table, kernel_spec). spec.py re-exports
+these; the device limits and the memory accounting are limits.py's."""
 
 import ast
 import hashlib

@@ -17,18 +17,9 @@ mode when `init.eval_dropout` is set), moved to the device, then called like `re
 Scalars are passed as Python numbers, var axes as ints.
 """
 
-import inspect
-import os
-import sys
-import time
-
-from ...errors import CandidateError
-from ..common import pyloader, sources
+from ..common import pyloader
 from ..torch_gpu import GpuBackend
-from ..torch_gpu import memory as gpu
-
-CALLINGS = ("dps", "returns", "tuple")
-_MODULE = "ksearch_candidate"
+from . import build
 
 
 class Backend(GpuBackend):
@@ -37,182 +28,24 @@ class Backend(GpuBackend):
 
     def __init__(self):
         super().__init__()
-        self._folder = None
-        self._file = None
-        self._symbol = None
-        self._entry = None
-        self._calling = None
-        self._init = None
-        self._python_path = []
+        self._module = None  # build.Module, once built
         self._loaded = pyloader.LoadOnce("candidate", self._import)
-        self._init_used = False
 
-    def build(self, candidate, workdir, limits):
+    def build(self, candidate, workdir, limits, arch=None):
         """Write the sources and check their syntax (compile() runs none of their code)."""
-        start = time.perf_counter()
-        try:
-            checked = sources.check(candidate, self.name, ".py", ".py source",
-                                    kind="a Python identifier", example="kernel.py")
-            calling = candidate.get("calling") or (
-                "dps" if candidate.get("destination_passing_style", True) else "returns")
-            if calling not in CALLINGS:
-                raise ValueError(f"calling {calling!r} is unknown; expected one of "
-                                 f"{', '.join(CALLINGS)}")
-            init = candidate.get("init")
-            if init is not None and (not isinstance(init, dict)
-                                     or not isinstance(init.get("args", []), list)):
-                raise ValueError("init must be an object with 'args' (a list) and 'seed'")
-            python_path = python_path_of(candidate)
-            folder = os.path.join(workdir, "build")
-            os.makedirs(folder)
-            sources.write(checked.sources, folder)
-            sources.check_python_syntax(checked.sources)
-        except ValueError as e:
-            return {"ok": False, "seconds": time.perf_counter() - start, "command": [],
-                    "log": str(e)}
-        self._folder = folder
-        self._file = checked.entry_file or next(p for p, _ in checked.sources
-                                                if p.endswith(".py"))
-        self._symbol, self._entry = checked.symbol, checked.entry
-        self._calling, self._init = calling, init
-        self._python_path = python_path
-        self.compiler = f"Python {sys.version.split()[0]}"
-        return {"ok": True, "seconds": time.perf_counter() - start, "command": [],
-                "log": f"syntax checked: {', '.join(p for p, _ in checked.sources)}"}
+        result, module = build.check_module(candidate, workdir, self.name)
+        if module is not None:
+            self._module = module
+            self.compiler = build.compiler()
+        return result
 
     def load(self, spec):
-        self._loaded.get(self._folder)
+        self._loaded.get(self._module.folder)
 
     def prepare(self, spec, axes):
-        return _Kernel(self._loaded.get(self._folder), self._calling_of(), spec, axes, self.mem,
-                       self.torch, self._folder)
-
-    def _calling_of(self):
-        # A constructed module object is called like `returns` whatever the task's default.
-        return "returns" if self._init_used else self._calling
+        module = self._module
+        return build.Kernel(self._loaded.get(module.folder), module.calling_of(), spec, axes,
+                            self.mem, self.torch, module.folder)
 
     def _import(self):
-        entry = pyloader.import_symbol(self._folder, self._file, _MODULE, self._symbol,
-                                       self._python_path)
-        if entry is None:
-            raise CandidateError("runtime_error", (
-                f"{self._file} defines no '{self._symbol}' (entry_point {self._entry!r})"))
-        if inspect.isclass(entry):
-            init = self._init or {}
-            self.torch.manual_seed(int(init.get("seed", 0)))
-            entry = entry(*init.get("args", []))
-            if init.get("eval_dropout"):
-                _dropout_off(self.torch, entry)
-            if hasattr(entry, "to"):
-                entry = entry.to(self.device)
-            self._init_used = True
-        if not callable(entry):
-            raise CandidateError("runtime_error", (
-                f"'{self._symbol}' in {self._file} is a {type(entry).__name__}, not a function "
-                f"or class"))
-        return entry
-
-
-def _dropout_off(torch, module):
-    """Puts the dropout modules of `module` in eval mode (they pass their input through), as the
-    task's reference does to its own ([kernel].init.eval_dropout): in training mode each call
-    drops a different random share of the input, and no candidate could match the reference."""
-    modules = getattr(module, "modules", None)
-    if modules is None:
-        return
-    for m in modules():
-        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
-            m.eval()
-
-
-def _takes_exactly(function, count):
-    """Whether `function` takes exactly `count` positional parameters (no *args), as a
-    FlashInfer-Bench destination-passing entry `run(*inputs, *outputs)` does; one that also
-    takes the var axes (ksearch's `dps`), or whose signature cannot be read, does not."""
-    try:
-        params = inspect.signature(function).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    positional = [p for p in params
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if any(p.kind == p.VAR_POSITIONAL for p in params):
-        return False
-    return len(positional) == count
-
-
-class TritonBackend(Backend):
-    name = "triton"
-    allow_cpu = False
-
-
-class _Kernel:
-    def __init__(self, function, calling, spec, axes, mem, torch, folder):
-        self._function = function
-        self._folder = folder
-        self._calling = calling
-        self._spec = spec
-        self._axes = tuple(int(axes[name]) for name in spec.var)
-        if calling == "dps" and _takes_exactly(function, len(spec.inputs) + len(spec.outputs)):
-            # FlashInfer-Bench's destination-passing style: run(*inputs, *outputs), no axes.
-            self._axes = ()
-        self._mem = mem
-        self._torch = torch
-        # Kernels launched on torch's current stream can be captured into a CUDA graph.
-        self.graph_capturable = mem.is_cuda
-
-    def bind(self, inputs, outputs):
-        values = [v.item() if hasattr(v, "item") and not isinstance(v, self._torch.Tensor)
-                  else v for v in inputs]
-        function, mem, folder = self._function, self._mem, self._folder
-        if self._calling == "dps":
-            args = (*values, *outputs, *self._axes)
-        elif self._calling == "returns":
-            args = tuple(values)
-        else:
-            args = (tuple(values),)
-        dps = self._calling == "dps"
-
-        def call():
-            try:
-                returned = function(*args)
-            except (Exception, SystemExit) as e:  # noqa: BLE001 - the candidate's failure
-                if gpu.is_device_error(e):
-                    raise mem.device_error(e, "during the candidate's call") from None
-                raise CandidateError("runtime_error", f"the candidate raised "
-                                                      f"{pyloader.describe(e, folder)}") from None
-            return None if dps else returned
-        return call
-
-    def results(self, raw, outputs, shapes):
-        if self._calling == "dps":
-            return outputs
-        torch, spec = self._torch, self._spec
-        values = pyloader.returned_values(raw, spec.outputs, "the candidate")
-        for value, t, shape in zip(values, spec.outputs, shapes):
-            if not isinstance(value, torch.Tensor):
-                raise CandidateError("incorrect_dtype", f"output '{t.name}' is a "
-                                                        f"{type(value).__name__}, not a tensor")
-            if value.device != self._mem.device:
-                raise CandidateError("runtime_error", f"output '{t.name}' is on {value.device}, "
-                                                      f"not on {self._mem.device}")
-            if tuple(value.shape) != tuple(shape):
-                raise CandidateError("incorrect_shape", f"output '{t.name}' has shape "
-                                                        f"{list(value.shape)}, expected "
-                                                        f"{list(shape)}")
-            expected = gpu.torch_dtype(torch, t.dtype_name)
-            if value.dtype != expected:
-                raise CandidateError("incorrect_dtype", f"output '{t.name}' has dtype "
-                                                        f"{value.dtype}, expected {expected}")
-        return values
-
-
-def python_path_of(candidate):
-    """The task's module folders (`[kernel].python_path`, absolute): a list of existing
-    directories, or a ValueError naming the entry that is not one."""
-    paths = candidate.get("python_path") or []
-    if not isinstance(paths, list):
-        raise ValueError("python_path must be a list of folders")
-    for p in paths:
-        if not isinstance(p, str) or not os.path.isabs(p) or not os.path.isdir(p):
-            raise ValueError(f"python_path entry {p!r} is not an existing absolute folder")
-    return list(paths)
+        return self._module.import_entry(self.torch, self.device)
