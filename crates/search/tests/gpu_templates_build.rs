@@ -8,7 +8,7 @@
 //! valid assignment renders to Python that parses.
 //!
 //! nvcc and python3 are found as the harness finds them (harness/ksearch_harness/backends/
-//! nvcc.py, asked through python3). Without nvcc the CUDA builds are skipped with a printed
+//! cuda/nvcc.py, asked through python3). Without nvcc the CUDA builds are skipped with a printed
 //! reason, unless KSEARCH_REQUIRE_NVCC=1 (CI) makes that a failure.
 
 use indexmap::IndexMap;

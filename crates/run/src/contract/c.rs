@@ -1,10 +1,10 @@
-//! Backend `c` (harness/ksearch_harness/backends/c.py): C11 compiled to a shared library on the
+//! Backend `c` (harness/ksearch_harness/backends/c/): C11 compiled to a shared library on the
 //! CPU of the machine that evaluates, called through ctypes in destination-passing style.
 
 use super::{entry, file, writes, BackendContract, Setting};
 use ksearch_spec::{DType, Task};
 
-/// The compiler flags of backend `c`, in the harness's order (c.py's `_FLAGS`; a test keeps the
+/// The compiler flags of backend `c`, in the harness's order (c/build.py's `_FLAGS`; a test keeps the
 /// two equal). `-std=c11` alone makes GCC stop contracting `a*b+c` into fused multiply-adds
 /// (ISO C mode sets `-ffp-contract=off`), so the contraction is chosen explicitly: FMA is what
 /// a fast CPU kernel uses, and the correctness check compares with a float64 reference within

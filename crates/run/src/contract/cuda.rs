@@ -1,4 +1,4 @@
-//! Backend `cuda` (harness/ksearch_harness/backends/cuda.py, nvcc.py): CUDA C++ compiled by nvcc
+//! Backend `cuda` (harness/ksearch_harness/backends/cuda/, nvcc.py): CUDA C++ compiled by nvcc
 //! to a shared library, loaded into the harness and called through ctypes with device pointers.
 
 use super::c::signature_with;
