@@ -34,7 +34,7 @@ from softmax_gpu_task import make  # noqa: E402
 task = make(work)
 
 # (file, expected status, expected flag, reason fragment, import check); the files say why.
-# The import check (harness/ksearch_harness/backends/imports.py) refuses the hacks that call
+# The import check (harness/ksearch_harness/backends/cuda/imports.py) refuses the hacks that call
 # what a kernel never needs before they are linked; each is then run again without it, so the
 # runtime defence behind it is tested too ("layer shown", docs/threat-model.md).
 cases = [

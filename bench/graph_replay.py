@@ -1,5 +1,5 @@
 """How long a CUDA-graph replay of a tiny Triton kernel takes, replay by replay, timed the way
-the harness times a call (harness/ksearch_harness/gpu_timing.py): L2 flush, device synchronise,
+the harness times a call (harness/ksearch_harness/backends/torch_gpu/timing.py): L2 flush, device synchronise,
 CUDA events around the single call, host clock to after a device-wide synchronise.
 
 It decides the harness's GRAPH_BELOW_NS: "auto" keeps a graph only when the deciding warm-up

@@ -109,7 +109,7 @@ def main():
     # without the harness's device_copy, against inputs made on the device once.
     sys.path.insert(0, "harness")
     import numpy as np
-    from ksearch_harness.backends.mlx_memory import device_copy
+    from ksearch_harness.backends.mlx.memory import device_copy
     print()
     print("| L | what | inputs made on the device us (IQR) | fresh host inputs us (IQR) "
           "| fresh host inputs + device_copy us (IQR) |")

@@ -5,7 +5,7 @@ import sys
 
 
 def collect(compiler=None, device=None):
-    """`device`: what a GPU backend found (gpu.describe: name, driver, versions, clocks)."""
+    """`device`: what a GPU backend found (torch_gpu/device.py's describe: name, driver, versions, clocks)."""
     numpy = sys.modules.get("numpy")
     found = {
         "python": platform.python_version(),

@@ -12,9 +12,10 @@ the pristine copy; only then run the reference on a fresh clone; compare the out
 Once the candidate is loaded it shares this process, so an exception that follows (the
 reference raising, MemoryError anywhere) fails the workload as the candidate's runtime_error.
 
-Where arrays live is the backend's memory (memory.py for the host, gpu.py for a CUDA device):
-on the host, inputs are drawn and outputs compared with NumPy; on a CUDA device both happen on
-the device (gpu_inputs.py, compare.py's tensor functions), by the same rules.
+Where arrays live is the backend's memory (memory.py for the host, backends/torch_gpu/memory.py
+for a CUDA device): on the host, inputs are drawn and outputs compared with NumPy; on a CUDA
+device both happen on the device (backends/torch_gpu/inputs.py, compare.py's tensor functions),
+by the same rules.
 
 Backend cuda's build (nvcc in child processes, no candidate code) starts before torch is
 imported when the device's arch can be read from NVML (or is given), and runs while torch loads,
@@ -108,11 +109,7 @@ def evaluate(request, channel, environment):
 
 
 def _evaluate(request, channel, environment, backend, workdir, early):
-    device_name = (request.get("device") or {}).get("name")
-    if backend.name in ("cuda", "python", "triton") and \
-            (device_name or "cuda").startswith("cuda"):
-        from . import gpu
-        gpu.warm_context(device_name)  # the context is made while torch is imported
+    backend.before_open(request)  # GPU backends: the CUDA context is made while torch loads
     # GPU backends import torch and claim the device here (a SetupError when they cannot).
     backend.open(request)
     environment["device"] = backend.describe()
@@ -168,9 +165,9 @@ class EarlyBuild:
 
     @classmethod
     def start(cls, backend, request, workdir):
-        """An EarlyBuild for backend cuda when the arch is known without the device, else None
-        (`KSEARCH_EARLY_BUILD=off` in the environment: never)."""
-        if backend.name != "cuda" or os.environ.get("KSEARCH_EARLY_BUILD") == "off":
+        """An EarlyBuild for a backend that `builds_early` (cuda) when the arch is known without
+        the device, else None (`KSEARCH_EARLY_BUILD=off` in the environment: never)."""
+        if not backend.builds_early or os.environ.get("KSEARCH_EARLY_BUILD") == "off":
             return None
         candidate = request.get("candidate")
         if not isinstance(candidate, dict):
@@ -179,7 +176,7 @@ class EarlyBuild:
         if isinstance(given, str) and given:
             arch = given
         else:
-            from . import gpu
+            from .backends.torch_gpu import device as gpu
             arch = gpu.early_arch((request.get("device") or {}).get("name"))
         if not arch:
             return None
@@ -212,8 +209,7 @@ def build(request, channel, environment):
     candidate code run. The arch must come with the request (`candidate.build.arch`): there is
     no device to read it from."""
     backend = backends.get((request.get("device") or {}).get("backend", "c"))
-    if hasattr(backend, "prepare_build"):
-        backend.prepare_build(request)  # what its build reads, without a device
+    backend.prepare_build(request)  # what its build reads, without a device
     with tempfile.TemporaryDirectory(prefix="ksearch-") as workdir:
         channel.progress("compile")
         result = backend.build(request.get("candidate"), workdir, request.get("limits") or {})

@@ -55,10 +55,10 @@ class InputMaker:
         self._device = None
 
     def on_device(self, torch, device, upload):
-        """Draw array inputs on a torch device from now on (gpu_inputs.py): draw() returns
+        """Draw array inputs on a torch device from now on (backends/torch_gpu/inputs.py): draw() returns
         device tensors for them and feed() keeps its pools there. `upload(array, tensor)`
         copies a host array (a safetensors input) to the device."""
-        from .gpu_inputs import DeviceInputs
+        from .backends.torch_gpu.inputs import DeviceInputs
         self._device = DeviceInputs(self, torch, device, upload)
 
     def draw(self, index, workload, trial, axes, stream=None):

@@ -1,8 +1,9 @@
 """Where a candidate's arrays live, and the handful of things evaluate.py does to them.
 
 `HostMemory` is the CPU's world (NumPy arrays; the `c` backend). The GPU backends use
-`gpu.TorchMemory`, with the same methods over torch tensors on the device. evaluate.py draws
-inputs and compares outputs on the host in both cases; only these steps differ:
+`TorchMemory` (backends/torch_gpu/memory.py), with the same methods over torch tensors on the
+device. evaluate.py draws inputs and compares outputs on the host in both cases; only these
+steps differ (each backend's memory.py says which object it uses):
 
   inputs(values)              the candidate's own copies of a trial's pristine inputs
   outputs(shapes)             fresh, poisoned output buffers
@@ -19,7 +20,7 @@ inputs and compares outputs on the host in both cases; only these steps differ:
 
 What is done with the reference's results (compare, the degenerate guard's magnitude, the fast
 test of timing calls, scrubbing) is the memory's `ops`: HostOps here, over NumPy arrays;
-gpu.DeviceOps on a CUDA device, over device tensors. A memory without `ops` (the mlx
+torch_gpu's DeviceOps on a CUDA device, over device tensors. A memory without `ops` (the mlx
 backend's) gets HostOps (`ops_of`).
 """
 

@@ -88,7 +88,7 @@ class Reference:
     def named_values(self, raw, shapes, where):
         """(names, values, shapes) of the reference's return value in definition output order,
         its values as returned (the GPU backends take device tensors from here:
-        gpu.DeviceOps.reference_outputs)."""
+        torch_gpu's DeviceOps.reference_outputs)."""
         names = [t.name for t in self.spec.outputs]
         if isinstance(raw, dict):
             missing = [n for n in names if n not in raw]

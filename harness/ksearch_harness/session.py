@@ -1,5 +1,5 @@
 """The timing stage's session: what the backend's `time_pairs` loop drives (timing.py on the
-host, gpu_timing.py on a CUDA device).
+host, backends/torch_gpu/timing.py on a CUDA device; each backend's timing.py says which).
 
 New input contents for every call, and every call of the candidate checked against the
 reference's result on the same contents (docs/protocol.md, Timing). Where the contents, the

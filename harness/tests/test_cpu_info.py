@@ -6,7 +6,7 @@ import platform
 import tempfile
 import unittest
 
-from ksearch_harness import cpu_info
+from ksearch_harness.backends.c import cpu_info
 from tests.support import request, run
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")

@@ -11,8 +11,9 @@ import sys
 import tempfile
 import unittest
 
-from ksearch_harness import gpu
-from ksearch_harness.backends import cuda, nvcc
+from ksearch_harness.backends import cuda
+from ksearch_harness.backends.cuda import nvcc
+from ksearch_harness.backends.torch_gpu import device as gpu
 from ksearch_harness.errors import SetupError
 
 KERNEL = r"""

@@ -14,7 +14,8 @@ import tempfile
 import unittest
 from unittest import mock
 
-from ksearch_harness.backends import cuda, imports
+from ksearch_harness.backends import cuda
+from ksearch_harness.backends.cuda import imports
 from ksearch_harness.errors import SetupError
 
 from .test_cuda_build import require_nvcc

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import unittest
 
-from ksearch_harness.backends import nvcc
+from ksearch_harness.backends.cuda import nvcc
 from tests import gpu_support as g
 from tests.support import HARNESS_DIR, Run, run
 

@@ -7,8 +7,8 @@ import statistics
 import time
 import unittest
 
-from ksearch_harness import gpu_gate
-from ksearch_harness.backends import nvcc
+from ksearch_harness.backends.cuda import nvcc
+from ksearch_harness.backends.torch_gpu import gate as gpu_gate
 from tests import gpu_support as g
 from tests.support import run
 

@@ -1,7 +1,7 @@
 """The mlx backend's uploads on a GPU: a device-written copy of each input, bit for bit.
 
 On MLX's CUDA backend an array made from NumPy sits in host-written unified memory and its
-first reader pulls it to the GPU inside the timed call (backends/mlx_memory.py, "Residency");
+first reader pulls it to the GPU inside the timed call (backends/mlx/memory.py, "Residency");
 uploads on a GPU therefore go through `device_copy`. It must not change a single bit: -0.0,
 NaN payloads, infinities, integers at their limits, bools and bfloat16 come back as they went
 in. Runs on MLX's CPU device too (the copy is an ordinary MLX operation there).
@@ -19,7 +19,7 @@ class DeviceCopy(unittest.TestCase):
     def setUp(self):
         import mlx.core as mx
 
-        from ksearch_harness.backends import mlx_memory
+        from ksearch_harness.backends.mlx import memory as mlx_memory
         self.mx, self.mem = mx, mlx_memory
 
     def cases(self):

@@ -19,7 +19,9 @@ import subprocess
 import tempfile
 import unittest
 
-from ksearch_harness.backends import mlx_spec, nvcc, sources
+from ksearch_harness.backends.common import sources
+from ksearch_harness.backends.cuda import nvcc
+from ksearch_harness.backends.mlx import spec as mlx_spec
 from ksearch_harness.definition import Spec
 
 TASKS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),

@@ -9,7 +9,8 @@ import json
 import os
 import unittest
 
-from ksearch_harness.backends import mlx_spec, sources
+from ksearch_harness.backends.common import sources
+from ksearch_harness.backends.mlx import spec as mlx_spec
 from ksearch_harness.definition import Spec
 from tests.mlx_support import WithoutMlx as without_mlx
 from tests.support import HARNESS_DIR as HARNESS, run

@@ -4,7 +4,7 @@
 import os
 import unittest
 
-from ksearch_harness import ptxas
+from ksearch_harness.backends.cuda import ptxas
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 

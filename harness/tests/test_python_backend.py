@@ -137,7 +137,7 @@ class Signature(unittest.TestCase):
     """Which dps entries are called without the var axes (no torch needed)."""
 
     def test_exactly_the_inputs_and_outputs(self):
-        from ksearch_harness.backends.pymodule import _takes_exactly
+        from ksearch_harness.backends.python.build import _takes_exactly
         self.assertTrue(_takes_exactly(lambda x, y: None, 2))
         self.assertTrue(_takes_exactly(lambda x, y, **kw: None, 2))
         self.assertFalse(_takes_exactly(lambda x, y, M, N: None, 2))

@@ -7,8 +7,8 @@ import sys
 import tempfile
 import unittest
 
-from ksearch_harness.backends import pyloader
-from ksearch_harness.backends.pymodule import python_path_of
+from ksearch_harness.backends.common import pyloader
+from ksearch_harness.backends.python.build import python_path_of
 
 
 class PythonPath(unittest.TestCase):

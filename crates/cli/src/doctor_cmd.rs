@@ -44,7 +44,7 @@ fn harness_nvcc(python: &Path) -> Option<(String, String)> {
     let dir = tempfile::tempdir().ok()?;
     let harness = ksearch_eval::harness::install_harness(dir.path()).ok()?;
     let code = "import sys; sys.path.insert(0, sys.argv[1]); \
-                from ksearch_harness.backends import nvcc; print(nvcc.find() or '')";
+                from ksearch_harness.backends.cuda import nvcc; print(nvcc.find() or '')";
     let out = Command::new(python).args(["-c", code]).arg(&harness).output().ok()?;
     let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if !out.status.success() || path.is_empty() {

@@ -1,6 +1,6 @@
 //! The CPU tasks' kernel templates render for every valid knob assignment the tuner could choose
 //! on the generic CPU, and a sample of them compiles with the system C compiler under the C
-//! backend's flags (harness/ksearch_harness/backends/c.py) plus -fopenmp where the task enables
+//! backend's flags (harness/ksearch_harness/backends/c/build.py) plus -fopenmp where the task enables
 //! it: a template change that breaks one knob value, or a misspelt pragma, fails here rather than
 //! as a compile error in the middle of a search.
 //!

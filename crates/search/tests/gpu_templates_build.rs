@@ -8,7 +8,7 @@
 //! valid assignment renders to Python that parses.
 //!
 //! nvcc and python3 are found as the harness finds them (harness/ksearch_harness/backends/
-//! nvcc.py, asked through python3). Without nvcc the CUDA builds are skipped with a printed
+//! cuda/nvcc.py, asked through python3). Without nvcc the CUDA builds are skipped with a printed
 //! reason, unless KSEARCH_REQUIRE_NVCC=1 (CI) makes that a failure.
 
 use indexmap::IndexMap;
@@ -65,7 +65,7 @@ fn nvcc() -> Option<String> {
     let out = Command::new("python3")
         .args([
             "-c",
-            "import sys; sys.path.insert(0, 'harness'); from ksearch_harness.backends import nvcc; print(nvcc.find() or '')",
+            "import sys; sys.path.insert(0, 'harness'); from ksearch_harness.backends.cuda import nvcc; print(nvcc.find() or '')",
         ])
         .current_dir(root())
         .output()

@@ -1,43 +1,23 @@
-"""Backends by `device.backend` name.
-
-A backend object provides:
-  name                               the registry key;
-  bfloat16_as_float32                whether bfloat16 arrays exist (as float32 on the host);
-  open(request)                      claim the device (GPU backends import torch here and
-                                        raise SetupError when they cannot);
-  describe()                         the device's provenance for `done`, or None;
-  memory(spec, reference)            where the candidate's arrays live (memory.HostMemory,
-                                        gpu.TorchMemory);
-  device_room()                      (free bytes, description) of the device, or None;
-  sanitizer(settings)                the request's `sanitize` watcher, or None;
-  check_definition(spec)             raise TaskError for dtypes or scalars it cannot pass;
-  build(candidate, workdir, limits)  -> dict for the `compile` event (ok, seconds, command, log;
-                                        GPU backends add resources, cached, arch);
-  load(spec)                         load the candidate (runs its code: constructors), raising
-                                        CandidateError (runtime_error) when unloadable;
-  prepare(spec, axes)                -> Kernel with bind(inputs, outputs) -> zero-argument call
-                                        and results(returned, outputs, shapes) -> the outputs,
-                                        raising CandidateError (runtime_error) when unloadable;
-  time_pairs(session, settings)      the timing loop suited to the device (timing.py,
-                                        gpu_timing.py);
-  compiler                           version string for the `done` event, or None.
-Modules are imported on demand so that a run pays only for the backend it uses.
+"""Backends by `device.backend` name: one package each under backends/, named by it, whose class
+`Backend` subclasses base.Backend. base.py is the contract (the methods, and the files every
+package has). Packages are imported on demand so that a run pays only for the backend it uses.
 """
 
 import importlib
 
-_MODULES = {
-    "c": ("ksearch_harness.backends.c", "Backend"),
-    "cuda": ("ksearch_harness.backends.cuda", "Backend"),
-    "python": ("ksearch_harness.backends.pymodule", "Backend"),
-    "triton": ("ksearch_harness.backends.pymodule", "TritonBackend"),
-    "mlx": ("ksearch_harness.backends.mlx", "Backend"),
-}
+# The backends, each a package of this name under backends/.
+NAMES = ("c", "cuda", "mlx", "python", "triton")
+# The packages under backends/ that are no backend: code several of them share.
+SHARED = ("common", "torch_gpu")
+
+
+def backend_class(name):
+    """The Backend class of backend `name` (its package imported), or ValueError."""
+    if name not in NAMES:
+        raise ValueError(f"backend {name!r} is not implemented by this harness "
+                         f"(available: {', '.join(sorted(NAMES))})")
+    return importlib.import_module(f"{__name__}.{name}").Backend
 
 
 def get(name):
-    if name not in _MODULES:
-        raise ValueError(f"backend {name!r} is not implemented by this harness "
-                         f"(available: {', '.join(sorted(_MODULES))})")
-    module, cls = _MODULES[name]
-    return getattr(importlib.import_module(module), cls)()
+    return backend_class(name)()

@@ -1,11 +1,11 @@
-//! Backend `c` (harness/ksearch_harness/backends/c.py): C11 compiled to a shared library on the
+//! Backend `c` (harness/ksearch_harness/backends/c/): C11 compiled to a shared library on the
 //! CPU of the machine that evaluates, called through ctypes in destination-passing style.
 
 use super::{entry, file, writes, BackendContract, Setting};
 use ksearch_spec::Language;
 use ksearch_spec::{DType, Task};
 
-/// The compiler flags of backend `c`, in the harness's order (c.py's `_FLAGS`; a test keeps the
+/// The compiler flags of backend `c`, in the harness's order (c/build.py's `_FLAGS`; a test keeps the
 /// two equal). `-std=c11` alone makes GCC stop contracting `a*b+c` into fused multiply-adds
 /// (ISO C mode sets `-ffp-contract=off`), so the contraction is chosen explicitly: FMA is what
 /// a fast CPU kernel uses, and the correctness check compares with a float64 reference within
@@ -157,7 +157,7 @@ pub(crate) mod tests {
 
     #[test]
     fn the_prompts_flags_are_the_harnesss() {
-        let harness = include_str!("../../../../harness/ksearch_harness/backends/c.py");
+        let harness = include_str!("../../../../harness/ksearch_harness/backends/c/build.py");
         assert_eq!(python_list(harness, "_FLAGS"), FLAGS);
         // FMA contraction chosen explicitly: -std=c11 alone turns it off in GCC.
         assert!(FLAGS.contains(&"-std=c11") && FLAGS.contains(&"-ffp-contract=fast"));

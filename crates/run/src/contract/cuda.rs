@@ -1,4 +1,4 @@
-//! Backend `cuda` (harness/ksearch_harness/backends/cuda.py, nvcc.py): CUDA C++ compiled by nvcc
+//! Backend `cuda` (harness/ksearch_harness/backends/cuda/, nvcc.py): CUDA C++ compiled by nvcc
 //! to a shared library, loaded into the harness and called through ctypes with device pointers.
 
 use super::c::signature_with;
@@ -102,7 +102,7 @@ mod tests {
 
     #[test]
     fn the_prompts_nvcc_commands_are_the_harnesss() {
-        let nvcc = include_str!("../../../../harness/ksearch_harness/backends/nvcc.py");
+        let nvcc = include_str!("../../../../harness/ksearch_harness/backends/cuda/nvcc.py");
         assert_eq!(python_list(nvcc, "FLAGS"), COMPILE_FLAGS);
         // The target goes after the first flag, and the link's flags are these.
         assert!(nvcc

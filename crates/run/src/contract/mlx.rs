@@ -1,4 +1,4 @@
-//! Backend `mlx` (harness/ksearch_harness/backends/mlx.py; docs/mlx.md): a launch spec holding a
+//! Backend `mlx` (harness/ksearch_harness/backends/mlx/; docs/mlx.md): a launch spec holding a
 //! kernel body for `mx.fast.cuda_kernel` or `mx.fast.metal_kernel`, or a Python launcher.
 
 use super::{entry, file, BackendContract, Setting};

@@ -1,4 +1,4 @@
-//! Backend `python` (harness/ksearch_harness/backends/pymodule.py): a Python module of PyTorch
+//! Backend `python` (harness/ksearch_harness/backends/python/): a Python module of PyTorch
 //! code, imported by the harness and called with tensors on the device.
 
 use super::{entry, file, gpu_name, names, writes, BackendContract, Setting};

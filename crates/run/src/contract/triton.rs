@@ -1,4 +1,4 @@
-//! Backend `triton` (harness/ksearch_harness/backends/pymodule.py): a Python module with Triton
+//! Backend `triton` (harness/ksearch_harness/backends/triton/): a Python module with Triton
 //! kernels, imported like backend `python`'s; Triton compiles each kernel at its first call.
 
 use super::python::{call, calling};

@@ -6,7 +6,7 @@
 //!
 //! A `c` task's candidates run on this machine's CPU (`target_of`), so its prompts and knob
 //! limits use these figures in place of the knowledge base's generic CPU ([`overlay`]). The
-//! eval harness records the same facts with every evaluation (harness/ksearch_harness/cpu_info.py).
+//! eval harness records the same facts with every evaluation (harness/ksearch_harness/backends/c/cpu_info.py).
 
 use crate::contract::c::{compiler_command, FLAGS as C_FLAGS};
 use ksearch_kb::{Basis, DeviceKind, Figure, HardwareSpec, Kb, KbError};

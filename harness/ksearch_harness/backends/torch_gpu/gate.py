@@ -24,7 +24,7 @@ before: the gate only moves the call's own work later, after its host-side launc
 
 import ctypes
 
-from .errors import CandidateError
+from ...errors import CandidateError
 
 # Opened by the host, opened by the time limit.
 OPENED, EXPIRED = 1, 2

@@ -7,7 +7,7 @@ import os
 import sys
 import traceback
 
-from ..errors import CandidateError
+from ...errors import CandidateError
 
 
 def import_symbol(folder, file, module_name, symbol, python_path=()):

@@ -1,20 +1,6 @@
-"""Backends `python` and `triton`: the candidate is a Python module, loaded into the harness's
-process from the private build folder, and its entry is called with torch tensors.
-
-`python` is plain PyTorch code (native baselines); `triton` is the same loader with Triton
-kernels inside (Triton compiles them at their first call, which is a correctness call, never
-a timed one). Calling conventions, `candidate.calling` (docs/protocol.md):
-
-  dps      entry(*inputs, *outputs, *var_axes), writing the outputs in place; an entry
-           whose signature takes exactly the inputs and outputs (FlashInfer-Bench's
-           destination-passing style) is called without the var axes;
-  returns  entry(*inputs), returning the output, or a tuple of outputs in definition order;
-  tuple    entry(tuple(inputs)), returning likewise (GPU MODE's custom_kernel(data)).
-
-A class entry (KernelBench's ModelNew) is constructed once, at load, as
-`torch.manual_seed(init.seed); obj = cls(*init.args)` (with its dropout modules then put in eval
-mode when `init.eval_dropout` is set), moved to the device, then called like `returns`.
-Scalars are passed as Python numbers, var axes as ints.
+"""Backend python's build and load (triton's too): the candidate's sources written to the build
+folder and their syntax checked (compile() runs none of their code), the module run once at the
+first load (a class entry constructed), and its call (`Kernel`) with torch tensors.
 """
 
 import inspect
@@ -22,89 +8,81 @@ import os
 import sys
 import time
 
-from .. import gpu
-from ..errors import CandidateError
-from . import pyloader, sources
-from .gpu_base import GpuBackend
+from ...errors import CandidateError
+from ..common import pyloader, sources
+from ..torch_gpu import device as gpu
 
 CALLINGS = ("dps", "returns", "tuple")
 _MODULE = "ksearch_candidate"
 
 
-class Backend(GpuBackend):
-    name = "python"
-    allow_cpu = True  # plain PyTorch also runs on a CPU-only torch
+def check_module(candidate, workdir, name):
+    """Write the sources and check their syntax (compile() runs none of their code). Returns (the
+    `compile` event's fields, the Module when they were written and checked, else None); `name`
+    is the backend's."""
+    start = time.perf_counter()
+    try:
+        checked = sources.check(candidate, name, ".py", ".py source",
+                                kind="a Python identifier", example="kernel.py")
+        calling = candidate.get("calling") or (
+            "dps" if candidate.get("destination_passing_style", True) else "returns")
+        if calling not in CALLINGS:
+            raise ValueError(f"calling {calling!r} is unknown; expected one of "
+                             f"{', '.join(CALLINGS)}")
+        init = candidate.get("init")
+        if init is not None and (not isinstance(init, dict)
+                                 or not isinstance(init.get("args", []), list)):
+            raise ValueError("init must be an object with 'args' (a list) and 'seed'")
+        python_path = python_path_of(candidate)
+        folder = os.path.join(workdir, "build")
+        os.makedirs(folder)
+        sources.write(checked.sources, folder)
+        sources.check_python_syntax(checked.sources)
+    except ValueError as e:
+        return {"ok": False, "seconds": time.perf_counter() - start, "command": [],
+                "log": str(e)}, None
+    file = checked.entry_file or next(p for p, _ in checked.sources if p.endswith(".py"))
+    module = Module(folder, file, checked.symbol, checked.entry, calling, init, python_path)
+    return {"ok": True, "seconds": time.perf_counter() - start, "command": [],
+            "log": f"syntax checked: {', '.join(p for p, _ in checked.sources)}"}, module
 
-    def __init__(self):
-        super().__init__()
-        self._folder = None
-        self._file = None
-        self._symbol = None
-        self._entry = None
-        self._calling = None
-        self._init = None
-        self._python_path = []
-        self._loaded = pyloader.LoadOnce("candidate", self._import)
-        self._init_used = False
 
-    def build(self, candidate, workdir, limits):
-        """Write the sources and check their syntax (compile() runs none of their code)."""
-        start = time.perf_counter()
-        try:
-            checked = sources.check(candidate, self.name, ".py", ".py source",
-                                    kind="a Python identifier", example="kernel.py")
-            calling = candidate.get("calling") or (
-                "dps" if candidate.get("destination_passing_style", True) else "returns")
-            if calling not in CALLINGS:
-                raise ValueError(f"calling {calling!r} is unknown; expected one of "
-                                 f"{', '.join(CALLINGS)}")
-            init = candidate.get("init")
-            if init is not None and (not isinstance(init, dict)
-                                     or not isinstance(init.get("args", []), list)):
-                raise ValueError("init must be an object with 'args' (a list) and 'seed'")
-            python_path = python_path_of(candidate)
-            folder = os.path.join(workdir, "build")
-            os.makedirs(folder)
-            sources.write(checked.sources, folder)
-            sources.check_python_syntax(checked.sources)
-        except ValueError as e:
-            return {"ok": False, "seconds": time.perf_counter() - start, "command": [],
-                    "log": str(e)}
-        self._folder = folder
-        self._file = checked.entry_file or next(p for p, _ in checked.sources
-                                                if p.endswith(".py"))
-        self._symbol, self._entry = checked.symbol, checked.entry
+def compiler():
+    return f"Python {sys.version.split()[0]}"
+
+
+class Module:
+    """The candidate's module as check_module wrote it: its folder and file, its entry, how it is
+    called, its init and the task's module folders."""
+
+    def __init__(self, folder, file, symbol, entry, calling, init, python_path):
+        self.folder = folder
+        self._file = file
+        self._symbol, self._entry = symbol, entry
         self._calling, self._init = calling, init
         self._python_path = python_path
-        self.compiler = f"Python {sys.version.split()[0]}"
-        return {"ok": True, "seconds": time.perf_counter() - start, "command": [],
-                "log": f"syntax checked: {', '.join(p for p, _ in checked.sources)}"}
+        self._init_used = False
 
-    def load(self, spec):
-        self._loaded.get(self._folder)
-
-    def prepare(self, spec, axes):
-        return _Kernel(self._loaded.get(self._folder), self._calling_of(), spec, axes, self.mem,
-                       self.torch, self._folder)
-
-    def _calling_of(self):
+    def calling_of(self):
         # A constructed module object is called like `returns` whatever the task's default.
         return "returns" if self._init_used else self._calling
 
-    def _import(self):
-        entry = pyloader.import_symbol(self._folder, self._file, _MODULE, self._symbol,
+    def import_entry(self, torch, device):
+        """Run the module (its code runs here) and return its entry: a function, or a class
+        constructed as `torch.manual_seed(init.seed); cls(*init.args)` and moved to `device`."""
+        entry = pyloader.import_symbol(self.folder, self._file, _MODULE, self._symbol,
                                        self._python_path)
         if entry is None:
             raise CandidateError("runtime_error", (
                 f"{self._file} defines no '{self._symbol}' (entry_point {self._entry!r})"))
         if inspect.isclass(entry):
             init = self._init or {}
-            self.torch.manual_seed(int(init.get("seed", 0)))
+            torch.manual_seed(int(init.get("seed", 0)))
             entry = entry(*init.get("args", []))
             if init.get("eval_dropout"):
-                _dropout_off(self.torch, entry)
+                _dropout_off(torch, entry)
             if hasattr(entry, "to"):
-                entry = entry.to(self.device)
+                entry = entry.to(device)
             self._init_used = True
         if not callable(entry):
             raise CandidateError("runtime_error", (
@@ -140,12 +118,7 @@ def _takes_exactly(function, count):
     return len(positional) == count
 
 
-class TritonBackend(Backend):
-    name = "triton"
-    allow_cpu = False
-
-
-class _Kernel:
+class Kernel:
     def __init__(self, function, calling, spec, axes, mem, torch, folder):
         self._function = function
         self._folder = folder

@@ -1,7 +1,7 @@
 """What the `mlx` kernel dialects allow (docs/mlx.md), without MLX: the dialects, the dtypes
 mx.fast kernels take, the launch limits of each dialect's GPUs, and the static
 shared/threadgroup memory a kernel body declares (`static_arrays`), which a launch is held to.
-mlx_launch_spec.py applies them to a launch spec; mlx_spec.py re-exports them."""
+launch_spec.py applies them to a launch spec; spec.py re-exports them."""
 
 import ast
 import re

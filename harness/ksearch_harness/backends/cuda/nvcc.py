@@ -31,8 +31,8 @@ import sys
 import tempfile
 import time
 
-from .. import ptxas
-from . import imports, sources
+from ..common import sources
+from . import imports, ptxas
 
 FLAGS = ["-O3", "-Xcompiler", "-fPIC", "-Xptxas", "-v", "-lineinfo"]
 # Beside the sources' folder, not in it: a candidate may name a file `objects`.

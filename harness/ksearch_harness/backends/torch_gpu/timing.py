@@ -5,7 +5,7 @@ Per call, outside the timed interval: the call's fresh input contents are copied
 device), the outputs poisoned, the L2 cache flushed (a buffer of twice its size read and
 written), and the device synchronised. Then:
   - host clock h0;
-  - the gate (gpu_gate.py) is enqueued closed on the current (default) stream, then the start
+  - the gate (gate.py) is enqueued closed on the current (default) stream, then the start
     event, the call, the end event; the host opens the gate, and synchronises the whole device;
   - host clock h1.
 The device reaches the start event only when the gate opens, with the call's work queued behind
@@ -41,9 +41,10 @@ with a note.
 import statistics
 from time import perf_counter_ns
 
-from . import gpu_gate, timing
-from .errors import CandidateError
-from .gpu import first_line
+from ... import timing
+from ...errors import CandidateError
+from . import gate as gpu_gate
+from .device import first_line
 
 # Measured on the H200 (bench/results/graph-replay.md): the deciding (second) replay of a 4x64
 # softmax takes 12-13 us alone and 18.6 us inside the harness, later ones about 9 us, against

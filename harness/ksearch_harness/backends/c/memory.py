@@ -1,5 +1,6 @@
-"""Backend c with the candidate in its own process (worker.py): its arrays in shared memory,
-its calls sent to the worker, and the CPU timing loop over those calls.
+"""Backend c's arrays: in this process, the host's (memory.HostMemory, NumPy arrays); with the
+candidate in its own process (worker.py), `SharedMemory`, below. Its calls to the worker are
+build.py's WorkerKernel, the timing loop over them timing.py's.
 
 The candidate's copies of the inputs, its outputs and the timing stage's input buffers live in
 arenas (memfd) that the harness and the worker both map; the reference's clones, the pristine
@@ -12,10 +13,8 @@ import math
 
 import numpy as np
 
-from . import dtypes, timing, worker
-from .memory import HostMemory
-
-PINGS = 5  # empty round trips per workload, to calibrate the timing cross-check
+from ... import dtypes, worker
+from ...memory import HostMemory
 
 
 class SharedMemory(HostMemory):
@@ -80,69 +79,3 @@ class SharedMemory(HostMemory):
         specs = [None if s.tensor.is_scalar else (s.shape(), s.tensor.dtype)
                  for s in feed.sources]
         return self._arena(specs) if any(specs) else [None] * len(specs)
-
-
-class WorkerKernel:
-    """The c backend's kernel when the candidate runs in the worker."""
-
-    def __init__(self, memory, input_dtypes, axis_values):
-        self.memory = memory
-        self.worker = memory.worker
-        self._input_dtypes = input_dtypes  # dtype name for a scalar, None for an array
-        self._axes = [["int64", int(v)] for v in axis_values]
-
-    def bind(self, inputs, outputs):
-        args = []
-        for name, value in zip(self._input_dtypes, inputs):
-            if name:
-                args.append([name, value.item()])
-            else:
-                args.append(["array", *self.memory.locate(value)])
-        for array in outputs:
-            args.append(["array", *self.memory.locate(array)])
-        return WorkerCall(self.worker, args + self._axes)
-
-    @staticmethod
-    def results(raw, outputs, shapes):
-        return outputs
-
-
-class WorkerCall:
-    """One call of the candidate, run by the worker; keeps both clocks' view of it."""
-
-    def __init__(self, worker_, args):
-        self.worker, self.args = worker_, args
-        self.ns = self.outer_ns = None
-
-    def __call__(self):
-        self.ns, self.outer_ns = self.worker.call(self.args)
-
-
-def time_pairs(session, settings):
-    """timing.time_pairs for a candidate in the worker.
-
-    The same pairs in the same order (candidate first, every call on new contents and checked);
-    the candidate's time is the worker's clock around its call, and the harness adds its own
-    round trip of each timed call and the round trips of empty calls for ksearch's cross-check.
-    """
-    warmup, iterations, min_iterations, budget_ns = timing.loop_settings(settings)
-    clock = timing.perf_counter_ns
-    pings = [session.kernel.worker.ping() for _ in range(PINGS)]
-    start = clock()
-    ref_ns, cand_ns, outer_ns = [], [], []
-    for k in range(warmup + iterations):
-        candidate = session.candidate(k)
-        candidate()
-        session.candidate_done(k, None)
-        reference = session.reference(k)
-        t2 = clock(); result = reference(); t3 = clock()
-        session.reference_done(k, result)
-        del result
-        if k >= warmup:
-            cand_ns.append(candidate.ns)
-            outer_ns.append(candidate.outer_ns)
-            ref_ns.append(t3 - t2)
-            if len(cand_ns) >= min_iterations and clock() - start >= budget_ns:
-                break
-    return {"clock": "perf_counter_ns", "candidate_ns": cand_ns, "reference_ns": ref_ns,
-            "worker_outer_ns": outer_ns, "worker_ping_ns": pings}

@@ -1,20 +1,34 @@
 """What the GPU backends (cuda, triton, python) share: the device, its memory, timing, the
-sanitizer's log, and the dtypes a torch tensor can hold."""
+sanitizer's log, and the dtypes a torch tensor can hold.
 
-from .. import gpu, gpu_timing
-from ..errors import TaskError
+Not a backend itself (no registry name): the base class of those three, with the same files as
+a backend package: device.py (claiming and describing the device), memory.py (TorchMemory),
+timing.py (CUDA events and the gate, gate.py), inputs.py (draws on the device), info.py (NVML),
+and build.py a stub (each backend builds its own). NumPy is not imported here, only in
+memory(): `backends.cuda.nvcc` must import without it (ksearch doctor looks for nvcc with
+whatever python3 there is).
+"""
+
+from ...errors import TaskError
+from ..base import Backend
+from . import device as gpu
+from . import timing as gpu_timing
 
 
-class GpuBackend:
+class GpuBackend(Backend):
     bfloat16_as_float32 = True  # bfloat16 is drawn in float32 and rounded on the device
     allow_cpu = False           # the python backend may also run on a CPU-only torch
-    time_pairs = staticmethod(gpu_timing.time_pairs)
 
     def __init__(self):
         self.compiler = None
         self.torch = None
         self.device = None
         self.mem = None
+
+    def before_open(self, request):
+        device_name = (request.get("device") or {}).get("name")
+        if (device_name or "cuda").startswith("cuda"):
+            gpu.warm_context(device_name)  # the context is made while torch is imported
 
     def open(self, request):
         name = (request.get("device") or {}).get("name")
@@ -31,9 +45,11 @@ class GpuBackend:
         return gpu.arch_of(props.major, props.minor)
 
     def memory(self, spec, reference):
+        from . import memory  # NumPy: see the module's notes
         l2 = getattr(self.properties(), "L2_cache_size", None) if self.device.type == "cuda" \
             else None
-        self.mem = gpu.TorchMemory(self.torch, self.device, spec, reference.torch is not None, l2)
+        self.mem = memory.TorchMemory(self.torch, self.device, spec, reference.torch is not None,
+                                      l2)
         return self.mem
 
     def device_room(self):
@@ -58,3 +74,6 @@ class GpuBackend:
             if gpu.torch_dtype(self.torch, t.dtype_name) is None:
                 raise TaskError(f"{t.field}.dtype", f"dtype {t.dtype_name} is not supported by "
                                                     f"backend {self.name} ('{t.name}')")
+
+    def time_pairs(self, session, settings):
+        return gpu_timing.time_pairs(session, settings)

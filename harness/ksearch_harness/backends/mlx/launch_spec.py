@@ -1,15 +1,15 @@
 """The launch spec of an `mlx` kernel candidate (docs/mlx.md; the format is described in
-mlx_spec.py), parsed and checked without MLX: its problems (Problem, NeedsGpu), the integer
+spec.py), parsed and checked without MLX: its problems (Problem, NeedsGpu), the integer
 expressions over the definition's axes (Expr), the parsed KernelSpec and its per-workload Launch,
-and reading one from its TOML or JSON table (load_table, kernel_spec). mlx_spec.py re-exports
-these; the device limits and the memory accounting are mlx_limits.py's."""
+and reading one from its TOML or JSON table (load_table, kernel_spec). spec.py re-exports
+these; the device limits and the memory accounting are limits.py's."""
 
 import ast
 import hashlib
 import json
 import sys
 
-from .mlx_limits import DIALECTS, DTYPES, LIMITS, MAX_THREADS, static_arrays
+from .limits import DIALECTS, DTYPES, LIMITS, MAX_THREADS, static_arrays
 
 _TOP_KEYS = {"name", "inputs", "grid", "threadgroup", "template", "outputs", "init_value",
              "ensure_row_contiguous", "cuda", "metal"}

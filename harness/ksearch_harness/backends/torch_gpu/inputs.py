@@ -24,8 +24,8 @@ import math
 
 import numpy as np
 
-from . import inputs as host
-from .errors import TaskError
+from ... import inputs as host
+from ...errors import TaskError
 
 # Above this many values a `unique` input is drawn on the host (a permutation of the whole range
 # on the device would be too large); below it, torch.randperm on the device.

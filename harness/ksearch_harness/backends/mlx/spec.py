@@ -40,11 +40,11 @@ ones for that dialect. Every problem is a ValueError whose text names the file a
 
 import sys
 
-from ..definition import Spec
+from ...definition import Spec
 # The pieces, re-exported: callers and tests use them as mlx_spec.<name>.
-from .mlx_launch_spec import (  # noqa: F401
+from .launch_spec import (  # noqa: F401
     Expr, KernelSpec, Launch, NeedsGpu, Output, Problem, kernel_spec, load_table)
-from .mlx_limits import (  # noqa: F401
+from .limits import (  # noqa: F401
     DIALECTS, DTYPES, LIMITS, MAX_THREADS, Limits, static_arrays)
 
 SPEC_SUFFIXES = (".toml", ".json")

@@ -1,4 +1,5 @@
-"""Arrays of the mlx backend, and its timing loop.
+"""Arrays of the mlx backend: uploads, outputs, poisoning, the L2 flush (its timing loop is
+timing.py's).
 
 Inputs are drawn with NumPy on the host exactly as for the other backends and converted to
 fresh MLX arrays (evaluated, so the copy is done) outside every timed interval; a timed call
@@ -25,20 +26,17 @@ against 49.5 (bench/mlx_timing_probe.py). So on a GPU an upload is copied once m
 (`device_copy`, bit for bit) and the host-written array is dropped: what a timed call reads was
 last written on the device, as in a model where inputs come from the layer before.
 
-Timing: perf_counter_ns around each call, between a device-wide synchronise before it and
-mx.eval of its results plus a synchronise after it; before each call a 256 MiB buffer is read
-and written on the device, which evicts the GPU's last-level cache (the H200's 50 MiB L2, an
-Apple GPU's system-level cache).
+The L2 flush: before each timed call (timing.py) a 256 MiB buffer is read and written on the
+device (`flush_l2`), which evicts the GPU's last-level cache (the H200's 50 MiB L2, an Apple
+GPU's system-level cache).
 """
 
 import math
-from time import perf_counter_ns
 
 import numpy as np
 
-from .. import timing
-from ..errors import CandidateError
-from ..memory import changed_text, clone
+from ...errors import CandidateError
+from ...memory import changed_text, clone
 
 FLUSH_BYTES = 256 << 20
 
@@ -100,7 +98,7 @@ def to_numpy(mx, array):
 class MlxMemory:
     """The candidate's arrays as MLX arrays (see memory.py for the methods)."""
 
-    is_cuda = False  # no CUDA events or graphs here (gpu_timing.py); timing is time_pairs below
+    is_cuda = False  # no CUDA events or graphs here (torch_gpu/timing.py); timing is timing.py's
     broken = None
 
     def __init__(self, mx, spec, reference_on_device, on_gpu):
@@ -222,45 +220,6 @@ class MlxMemory:
 
     def flush_bytes(self):
         return FLUSH_BYTES if self.on_gpu else None
-
-
-def time_pairs(session, settings):
-    """(candidate, reference) pairs as on the CPU (timing.py), each call between a device-wide
-    synchronise and the evaluation of its results plus another synchronise."""
-    mem = session.mem
-    mx = mem.mx
-    warmup, iterations, min_iterations, budget_ns = timing.loop_settings(settings)
-    clock = perf_counter_ns
-    cand_ns, ref_ns = [], []
-    began = clock()
-    for k in range(warmup + iterations):
-        call = session.candidate(k)  # fresh inputs for call k, outputs' buffers poisoned
-        mem.flush_l2()
-        mem.synchronize("before the candidate's call")
-        t0 = clock()
-        returned = call()  # the call evaluates its outputs (mx.eval) before returning
-        mem.synchronize(f"after the candidate's call {k}")
-        t1 = clock()
-        session.candidate_done(k, returned)
-        del returned
-        reference = session.reference(k)
-        mem.flush_l2()
-        mem.synchronize("before the reference's call")
-        t2 = clock()
-        result = reference()
-        evaluate(mx, result)  # MLX is lazy: the reference's work happens here
-        mx.synchronize()
-        t3 = clock()
-        session.reference_done(k, result)
-        del result
-        if k < warmup:
-            continue
-        cand_ns.append(t1 - t0)
-        ref_ns.append(t3 - t2)
-        if len(cand_ns) >= min_iterations and clock() - began >= budget_ns:
-            break
-    return {"clock": "perf_counter_ns", "candidate_ns": cand_ns, "reference_ns": ref_ns,
-            "l2_flush_bytes": mem.flush_bytes()}
 
 
 def _first_lines(error, limit=2000):

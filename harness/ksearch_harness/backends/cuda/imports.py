@@ -36,7 +36,7 @@ import re
 import shutil
 import subprocess
 
-from ..errors import SetupError
+from ...errors import SetupError
 
 # (name of the rule, pattern over one undefined symbol's name, why it is refused). The names of
 # C++ functions are matched in their mangled form, the form the object holds.

@@ -1,0 +1,4 @@
+"""What several backends share and none owns: the candidate's sources checked and written to its
+build folder, compilers run in child processes (sources.py), a Python candidate loaded into the
+harness's process (pyloader.py: python, triton, mlx's launchers), and the scalar types of the
+native calling convention of c and cuda (native.py). Not a backend: it has no Backend class."""
