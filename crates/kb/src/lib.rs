@@ -1,5 +1,6 @@
 //! ksearch's knowledge base: hardware specs and the optimisation pattern library as versioned
-//! data (knowledge is data, not code), and the slice of it a prompt gets.
+//! data (knowledge is data, not code), and the slice of it a prompt gets. It knows nothing of
+//! runs, searches or evaluations, and does no I/O beyond reading its own files.
 //!
 //! # Data
 //! The files live in the repository's `kb/` folder and are embedded in the binary at build time:

@@ -191,7 +191,7 @@ fn provenance_is_recorded() {
     assert!(h200
         .measured
         .iter()
-        .all(|m| m.source.contains("measured on the lent H200 on 2026-12-02")));
+        .all(|m| m.source.contains("measured on our H200 on 2026-12-02")));
     assert_eq!(h200.measured.len(), 2);
     let sources = h200.sources_markdown();
     assert!(sources.contains("NVIDIA H200 Tensor Core GPU datasheet"));
