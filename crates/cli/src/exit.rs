@@ -61,7 +61,10 @@ fn of_cause(cause: &(dyn std::error::Error + 'static)) -> Option<ExitStatus> {
             // Python, the harness or a temp dir could not be set up: the machine's.
             EvalError::Setup(_) => Failed,
             // KSEARCH_PYTHON names an interpreter that cannot run the harness: a setting to fix.
-            EvalError::Interpreter(_) | EvalError::Task(_) | EvalError::UnsupportedDevice { .. } => BadInput,
+            EvalError::Interpreter(_)
+            | EvalError::Options(_)
+            | EvalError::Task(_)
+            | EvalError::UnsupportedDevice { .. } => BadInput,
         });
     }
     if let Some(e) = cause.downcast_ref::<RayError>() {

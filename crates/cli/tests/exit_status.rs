@@ -108,6 +108,7 @@ fn every_command_exits_0_1_or_2_by_cause() {
             1,
         ),
         case("eval of an unknown task", &["eval", "no_such_task"], 2),
+        case("eval --sanitize of a C kernel", &["eval", s(&tiny), "--sanitize"], 2),
         case("run with --rounds 0", &["run", s(&tunable), "--rounds", "0"], 2),
         case("run of an unknown task", &["run", "no_such_task"], 2),
         case("resume of a finished run", &["resume", s(&finished)], 0),

@@ -90,6 +90,10 @@ pub enum EvalError {
     /// machine.
     #[error("{0}")]
     Interpreter(String),
+    /// The options asked for do not go together, or not with this solution's backend (e.g.
+    /// `--sanitize` with `--build-only`, or on a C kernel): bad input.
+    #[error("{0}")]
+    Options(String),
     /// The backend of the solution's language cannot run on the device asked for (e.g. backend
     /// c on `cuda:0`, or a malformed `cuda:N`).
     #[error("backend {backend} cannot run on device '{device}' (expected {expected})")]
@@ -205,12 +209,12 @@ pub fn evaluate(
     let unbuilt;
     let task = if opts.build_only {
         if opts.sanitize {
-            return Err(EvalError::Setup(
+            return Err(EvalError::Options(
                 "sanitize: a build-only evaluation runs no kernel for compute-sanitizer to check".into(),
             ));
         }
         if backend.rules().build_needs_arch() && opts.arch.is_none() {
-            return Err(EvalError::Setup(
+            return Err(EvalError::Options(
                 "a build-only evaluation of a CUDA kernel needs the GPU architecture to compile for (--arch, e.g. sm_90a): there is no device to read it from".into(),
             ));
         }
@@ -250,7 +254,7 @@ pub fn evaluate(
         // MLX compiles its kernels itself (NVRTC) inside its own runtime, out of the sanitizer's
         // reach from here.
         true if !backend.on_gpu() || !backend.rules().sanitizable() => {
-            return Err(EvalError::Setup(format!(
+            return Err(EvalError::Options(format!(
                 "sanitize: compute-sanitizer checks CUDA kernels launched by the cuda, triton and python backends; backend {} on {} has none",
                 backend.name, backend.device
             )))
