@@ -41,6 +41,15 @@ fn skip() -> bool {
     true
 }
 
+/// The tests of this file one at a time: each starts a Ray head (a GCS, a raylet, workers, and
+/// for `ray://` a client server that starts a server per connection within a time limit), and on
+/// a 2-core CI machine several at once starve each other into Ray's own start-up timeouts.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -96,10 +105,16 @@ impl Head {
             temp,
             stopped: false,
         };
+        // Ready once a driver connects the way the test will: through the Ray Client server when
+        // there is one (its first connection starts a server per client, which fails while the
+        // head's runtime-env agent is still starting), else through the GCS.
+        let connect_to = match client_port {
+            Some(p) => format!("ray://127.0.0.1:{p}"),
+            None => head.address.clone(),
+        };
         let ready = format!(
-            "import ray; ray.init(address='{}', logging_level='ERROR'); \
-             import sys; sys.exit(0 if ray.cluster_resources().get('CPU', 0) >= 2 else 1)",
-            head.address
+            "import ray; ray.init(address='{connect_to}', logging_level='ERROR'); \
+             import sys; sys.exit(0 if ray.cluster_resources().get('CPU', 0) >= 2 else 1)"
         );
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(90) {
@@ -257,6 +272,7 @@ fn kill_a_worker_mid_evaluation(head: &Head, deadline: Duration) -> bool {
 
 #[test]
 fn a_search_on_a_ray_cluster_ends_as_a_local_one_and_a_lost_worker_is_rerun_once() {
+    let _serial = serial();
     if skip() {
         return;
     }
@@ -326,6 +342,7 @@ fn a_search_on_a_ray_cluster_ends_as_a_local_one_and_a_lost_worker_is_rerun_once
 
 #[test]
 fn a_wrong_ray_address_fails_at_once_naming_it() {
+    let _serial = serial();
     if skip() {
         return;
     }
@@ -347,6 +364,7 @@ fn a_wrong_ray_address_fails_at_once_naming_it() {
 
 #[test]
 fn a_cluster_that_goes_away_stops_the_run_cleanly_and_resume_evaluates_what_was_in_flight() {
+    let _serial = serial();
     if skip() {
         return;
     }
@@ -507,6 +525,7 @@ fn skip_client() -> bool {
 
 #[test]
 fn a_ray_client_address_is_watched_and_resume_moves_the_run_to_a_cluster_at_another_address() {
+    let _serial = serial();
     if skip_client() {
         return;
     }
