@@ -92,7 +92,7 @@ def toolchain(binding, cuda, backend):
                              f"(pip install nvidia-cuda-nvcc nvidia-cuda-runtime "
                              f"nvidia-cuda-cccl provides one)")
         try:
-            tools["nvcc"] = nvcc_tool.version(found)[0]
+            tools["nvcc"] = nvcc_tool.version(found)[1]
         except Exception:  # noqa: BLE001 - an nvcc that cannot say its version fails to build
             tools["nvcc"] = None
         tools["nvcc_path"] = found
