@@ -89,10 +89,12 @@ pub(crate) fn normalize(file: &str, mut value: Value) -> Result<Value, SpecError
             let binding = binding.or(marked).unwrap_or_else(|| "tvm-ffi".into());
             bound(spec, &language, binding);
         }
-        Some(Language::Cuda) => match binding.or(marked) {
-            Some(binding) => bound(spec, Language::CudaBinding.as_str(), binding),
-            None => {} // ksearch's own cuda: an extern "C" entry
-        },
+        Some(Language::Cuda) => {
+            // Without a binding it is ksearch's own cuda: an extern "C" entry.
+            if let Some(binding) = binding.or(marked) {
+                bound(spec, Language::CudaBinding.as_str(), binding);
+            }
+        }
         Some(Language::C) => {
             if let Some(b) = binding {
                 return Err(refuse(
