@@ -63,17 +63,18 @@ class Built(unittest.TestCase):
         import numpy as np
         with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as work:
             limits = {"compile_timeout_s": 120}
-            first, built = build.compile_module(candidate(DPS, cache), work, limits, "cpp", "cpp")
+            first, built, _ = build.compile_module(candidate(DPS, cache), work, limits, "cpp", "cpp")
             self.assertTrue(first["ok"], first["log"])
             self.assertFalse(first["cached"])
-            again, built = build.compile_module(candidate(DPS, cache), work, limits, "cpp", "cpp")
+            again, built, tools = build.compile_module(candidate(DPS, cache), work, limits, "cpp", "cpp")
             self.assertTrue(again["cached"])
+            self.assertIn("apache-tvm-ffi", tools)
             function, error = build.load(built)
             self.assertIsNone(error)
             x, y = np.arange(4, dtype=np.float32), np.zeros(4, dtype=np.float32)
             function(x, y)
             np.testing.assert_array_equal(y, 2 * x)
-            bad, _ = build.compile_module(candidate(DPS.replace("b[i]", "c[i]"), cache), work,
+            bad, _, _ = build.compile_module(candidate(DPS.replace("b[i]", "c[i]"), cache), work,
                                           limits, "cpp", "cpp")
             self.assertFalse(bad["ok"])
             self.assertIn("was not declared", bad["log"])

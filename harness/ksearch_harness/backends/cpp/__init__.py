@@ -51,9 +51,9 @@ class Backend(Base):
         return memory.memory()
 
     def build(self, candidate, workdir, limits, arch=None):
-        result, built = build.compile_module(candidate, workdir, limits, "cpp", self.name)
-        self.compiler = ", ".join(f"{k} {v}" for k, v in build.toolchain(
-            candidate.get("binding") or "tvm-ffi", False, self.name).items() if k != "ninja")
+        result, built, tools = build.compile_module(candidate, workdir, limits, "cpp", self.name)
+        if tools is not None:
+            self.compiler = ", ".join(f"{k} {v}" for k, v in tools.items() if k != "ninja")
         if built is not None:
             self._built = built
         return result

@@ -152,9 +152,19 @@ def _from_cache(entry, checked):
 
 
 def compile_module(candidate, workdir, limits, language, backend, arch=None, cuda=False):
-    """Build the candidate's module. Returns (the `compile` event's fields, a Built or None)."""
+    """Build the candidate's module. Returns (the `compile` event's fields, a Built or None,
+    the toolchain's {name: version} or None when the sources were refused before it was
+    looked for)."""
+    result, built, tools = _compile_module(candidate, workdir, limits, language, backend, arch,
+                                           cuda)
+    return result, built, tools
+
+
+def _compile_module(candidate, workdir, limits, language, backend, arch, cuda):
+    tools = None
+
     def failed(text):
-        return {"ok": False, "seconds": 0.0, "command": [], "log": text}, None
+        return {"ok": False, "seconds": 0.0, "command": [], "log": text}, None, tools
     example = "kernel.cu" if cuda else "kernel.cc"
     try:
         checked = sources.check(candidate, language, CPP_FILES + ((".cu",) if cuda else ()),
@@ -191,11 +201,11 @@ def compile_module(candidate, workdir, limits, language, backend, arch=None, cud
             library, log = hit
             return ({"ok": True, "seconds": time.perf_counter() - start, "command": command,
                      "log": log, "cached": True, "arch": arch},
-                    Built(library, name, binding, checked.symbol, checked.entry, dps))
+                    Built(library, name, binding, checked.symbol, checked.entry, dps), tools)
         scratch = tempfile.mkdtemp(prefix=key[:8] + ".", dir=shard)
         try:
             return _build(checked, scratch, entry, name, binding, dps, cuda, arch, tools,
-                          limits, command, start)
+                          limits, command, start) + (tools,)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 

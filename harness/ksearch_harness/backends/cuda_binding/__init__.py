@@ -32,12 +32,11 @@ class Backend(GpuBackend):
     def build(self, candidate, workdir, limits, arch=None):
         if arch is None and self.device is not None and self.device.type == "cuda":
             arch = (candidate or {}).get("build", {}).get("arch") or self.arch()
-        result, built = binding_build.compile_module(candidate, workdir, limits,
-                                                     "cuda_binding", self.name, arch=arch,
-                                                     cuda=True)
-        tools = binding_build.toolchain((candidate or {}).get("binding") or "tvm-ffi", True,
-                                        self.name)
-        self.compiler = tools.get("nvcc")
+        result, built, tools = binding_build.compile_module(candidate, workdir, limits,
+                                                            "cuda_binding", self.name,
+                                                            arch=arch, cuda=True)
+        if tools is not None:
+            self.compiler = tools.get("nvcc")
         if built is not None:
             self._built = built
         return result
