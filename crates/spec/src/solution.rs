@@ -45,7 +45,8 @@ pub struct BuildSpec {
     pub dependencies: Vec<String>,
     /// Whether the entry writes its outputs into buffers passed after the inputs (true, the
     /// default) rather than returning them. The `c` backend requires true; for Python-module
-    /// candidates false selects the task's non-dps calling convention.
+    /// candidates false selects the task's non-dps calling convention; for `cpp` and
+    /// `cuda_binding` false means the entry returns its outputs (FlashInfer-Bench's meaning).
     #[serde(default = "yes")]
     pub destination_passing_style: bool,
     /// How a `cpp` or `cuda_binding` solution is built into an extension module and called
