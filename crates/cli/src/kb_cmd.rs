@@ -21,8 +21,8 @@ pub(crate) enum KbCommand {
         /// expertise decide the translation layers and properties cited.
         #[arg(long, value_name = "TASK", conflicts_with_all = ["language", "op_type"])]
         task: Option<String>,
-        /// With --prompt: the task's kernel language (c, cuda, triton, python, mlx); default:
-        /// the device's own dialect.
+        /// With --prompt: the task's kernel language (c, cuda, triton, python, mlx, cpp,
+        /// cuda_binding); default: the device's own dialect.
         #[arg(long, value_name = "LANGUAGE")]
         language: Option<String>,
         /// With --prompt: the definition's op_type (attention, selective_scan, softmax,

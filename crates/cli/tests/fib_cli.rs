@@ -1,7 +1,7 @@
 //! FlashInfer-Bench datasets and solutions as they are: `ksearch eval` of a definition file
 //! taken from a dataset's layout (tests/fixtures/fib_dataset, written for these tests: its
 //! workloads under workloads/<op_type>/, one input in a safetensors blob), Solution JSON in the
-//! current and older layouts, the bindings ksearch refuses, and `ksearch export` of a run's best
+//! current and older layouts, what ksearch refuses (tilelang; bindings are built: fib_bindings.rs), and `ksearch export` of a run's best
 //! candidate, checked with FlashInfer-Bench's own pydantic models where they are installed.
 
 mod common;
@@ -181,17 +181,34 @@ fn a_definition_without_workloads_says_where_they_were_looked_for() {
 }
 
 #[test]
-fn a_binding_ksearch_cannot_build_is_refused_by_name() {
-    let r = ksearch(&["eval", &definition(), &solution("tiny_fib_softmax_cuda_tvm_ffi.json")]);
-    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
-    assert!(
-        r.stderr
-            .contains("spec.binding: 'tvm-ffi': ksearch cannot build the tvm-ffi binding yet"),
-        "{}",
-        r.stderr
-    );
-    assert!(r.stderr.contains("extern \"C\""), "{}", r.stderr);
-    // Without `binding`, a cuda source written against torch is refused the same way.
+fn what_ksearch_cannot_build_is_refused_by_name_and_bindings_are_read() {
+    // A bound cuda solution is read as cuda_binding (it used to be refused; fib_bindings.rs
+    // builds it); tilelang, and c with a binding, are refused by name.
+    for (spec, said) in [
+        (
+            serde_json::json!({"language": "tilelang", "target_hardware": ["NVIDIA_H200"], "entry_point": "k.py::run"}),
+            "spec.language: 'tilelang' is not built by ksearch yet",
+        ),
+        (
+            serde_json::json!({"language": "c", "target_hardware": ["cpu"], "entry_point": "k.c::run", "binding": "tvm-ffi"}),
+            "spec.binding: 'tvm-ffi': ksearch's c has no binding",
+        ),
+    ] {
+        let (_d, path) = write_temp(
+            "refused.json",
+            &serde_json::json!({
+                "name": "t", "definition": "tiny_fib_softmax", "author": "a", "spec": spec,
+                "sources": [{"path": "k.c", "content": "void run(void) {}\n"}, {"path": "k.py", "content": "x = 1\n"}]
+            })
+            .to_string(),
+        );
+        let r = ksearch(&["eval", &definition(), path.to_str().unwrap()]);
+        assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+        assert!(r.stderr.contains(said), "{}", r.stderr);
+        assert!(r.stderr.contains("extern \"C\""), "{}", r.stderr);
+    }
+    // Without `binding`, a cuda source written against torch is read as the torch binding:
+    // a --build-only says it is a cuda_binding solution (built, or what its toolchain lacks).
     let (_d, path) = write_temp(
         "torch_ext.json",
         &serde_json::json!({
@@ -201,9 +218,12 @@ fn a_binding_ksearch_cannot_build_is_refused_by_name() {
         })
         .to_string(),
     );
-    let r = ksearch(&["eval", &definition(), path.to_str().unwrap()]);
-    assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("the torch binding"), "{}", r.stderr);
+    let r = ksearch(&["eval", &definition(), path.to_str().unwrap(), "--build-only", "--json"]);
+    let said = format!("{}\n{}", r.stdout, r.stderr);
+    assert!(
+        said.contains("\"backend\":\"cuda_binding\"") || said.contains("backend cuda_binding builds the torch binding"),
+        "{said}"
+    );
 }
 
 #[test]

@@ -90,6 +90,7 @@ fn try_finish_raw_task(
             entry_point: "k.c::f".into(),
             dependencies: vec![],
             destination_passing_style: true,
+            binding: None,
         },
         sources: vec![],
         description: None,

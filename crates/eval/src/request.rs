@@ -139,6 +139,7 @@ mod tests {
                 entry_point: format!("{file}::k"),
                 dependencies: vec![],
                 destination_passing_style: dps,
+                binding: None,
             },
             sources: vec![SourceFile {
                 path: file.into(),

@@ -67,8 +67,8 @@ impl Kb {
         // A kernel language names its dialect, except `mlx` and `python`, whose kernels take
         // the device's own; anything else may name a dialect itself (`metal`, `cpu`).
         let named = match language.parse::<Language>() {
-            Ok(Language::C) => Some(TargetKind::Cpu),
-            Ok(Language::Cuda) => Some(TargetKind::Cuda),
+            Ok(Language::C | Language::Cpp) => Some(TargetKind::Cpu),
+            Ok(Language::Cuda | Language::CudaBinding) => Some(TargetKind::Cuda),
             Ok(Language::Triton) => Some(TargetKind::Triton),
             Ok(Language::Python | Language::Mlx) => None,
             Err(_) => language.parse::<TargetKind>().ok(),

@@ -1,7 +1,7 @@
 //! What a candidate must be, per backend: its entry point and calling convention, the device it
 //! runs on, how it is built, and the build's arithmetic choices (FMA contraction, fast math).
 //! One module per backend states its contract ([`c`], [`cuda`], [`triton`], [`python`],
-//! [`mlx`]), following what the harness's backend does (docs/protocol.md); the planner's and
+//! [`mlx`], [`binding`] for `cpp` and `cuda_binding`), following what the harness's backend does (docs/protocol.md); the planner's and
 //! coder's prompts get it as the task brief's `convention`. [`contract`] and [`default_file`]
 //! dispatch on the task's [`Language`] with exhaustive matches, so a new language does not
 //! compile until it has a contract here.
@@ -12,6 +12,7 @@
 //! the platform and this machine's probed CPU ([`Setting`]), which are the run's knowledge, and
 //! ksearch-eval evaluates without prompts.
 
+pub mod binding;
 pub mod c;
 pub mod cuda;
 pub mod mlx;
@@ -82,6 +83,7 @@ pub fn contract(setting: &Setting<'_>) -> BackendContract {
         Language::Triton => triton::contract(setting),
         Language::Python => python::contract(setting),
         Language::Mlx => mlx::contract(setting),
+        Language::Cpp | Language::CudaBinding => binding::contract(setting, setting.task.config.kernel.language),
     }
 }
 
@@ -123,6 +125,8 @@ pub fn default_file(language: Language) -> &'static str {
         Language::Triton => triton::DEFAULT_FILE,
         Language::Python => python::DEFAULT_FILE,
         Language::Mlx => mlx::DEFAULT_FILE,
+        Language::Cpp => binding::DEFAULT_FILE_CPP,
+        Language::CudaBinding => binding::DEFAULT_FILE_CUDA,
     }
 }
 

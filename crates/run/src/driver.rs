@@ -745,6 +745,7 @@ pub fn candidate_solution(
             entry_point: format!("{entry_file}::{entry}"),
             dependencies: vec![],
             destination_passing_style,
+            binding: ksearch_spec::Binding::default_for(language),
         },
         sources: sources
             .iter()

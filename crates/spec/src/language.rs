@@ -5,13 +5,21 @@
 //! A new language is one more [`Language`] variant: every `match` on it that states a fact (here,
 //! ksearch-eval's per-backend request building, ksearch-run's prompt contracts) then fails to
 //! compile until the new language has its answer.
+//!
+//! FlashInfer-Bench's C++ and CUDA built through a binding (tvm-ffi or torch) are languages of
+//! their own here ([`Language::Cpp`], [`Language::CudaBinding`]) rather than a flag on `c` and
+//! `cuda`: their entry is called with tensors (DLPack arrays, torch tensors), not with raw
+//! pointers and the var axes, so every fact above (the backend, the calling style, the prompt
+//! contract) differs, and a typed variant makes each `match` answer for them. Which binding
+//! builds them is the solution's [`crate::Binding`].
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::str::FromStr;
 
-/// A kernel language, spelled in task.toml and Solution JSON as `c`, `cuda`, `triton`, `python`
-/// or `mlx` (exactly, lower case).
+/// A kernel language, spelled in task.toml and Solution JSON as `c`, `cuda`, `triton`, `python`,
+/// `mlx`, `cpp` or `cuda_binding` (exactly, lower case; a FlashInfer-Bench `cuda` solution with
+/// a binding is read as `cuda_binding`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Language {
     /// C11 compiled for the host CPU, an `extern` function in destination-passing style.
@@ -24,6 +32,13 @@ pub enum Language {
     Python,
     /// An MLX launch spec (`mx.fast.cuda_kernel` / `mx.fast.metal_kernel`) or Python launcher.
     Mlx,
+    /// FlashInfer-Bench's `cpp`: C++ built through a binding (tvm-ffi or torch, the solution's
+    /// [`crate::Binding`]) into a Python extension module, its entry called on the CPU with the
+    /// inputs (and, destination-passing, the outputs) as tensors.
+    Cpp,
+    /// FlashInfer-Bench's `cuda` built through a binding (tvm-ffi or torch) into a Python
+    /// extension module, its entry called with torch tensors on a CUDA device.
+    CudaBinding,
 }
 
 /// A kind of device a language's candidates run on (the harness's `device.name` families).
@@ -60,6 +75,9 @@ pub enum CallingStyle {
     PythonModule,
     /// The candidate returns its outputs, which MLX allocates (`mlx`).
     ReturnsOutputs,
+    /// An extension module's entry called with tensors: the inputs, then the outputs when the
+    /// solution is destination-passing, else it returns them (`cpp`, `cuda_binding`).
+    Binding,
 }
 
 /// A language name that is none of [`Language::ALL`].
@@ -72,12 +90,14 @@ pub struct UnknownLanguage {
 
 impl Language {
     /// Every language, in the order messages list them.
-    pub const ALL: [Language; 5] = [
+    pub const ALL: [Language; 7] = [
         Language::C,
         Language::Cuda,
         Language::Triton,
         Language::Python,
         Language::Mlx,
+        Language::Cpp,
+        Language::CudaBinding,
     ];
 
     /// The spelling task.toml, Solution JSON and the harness protocol use.
@@ -88,11 +108,13 @@ impl Language {
             Language::Triton => "triton",
             Language::Python => "python",
             Language::Mlx => "mlx",
+            Language::Cpp => "cpp",
+            Language::CudaBinding => "cuda_binding",
         }
     }
 
     /// Every language's spelling, in the order of [`Language::ALL`].
-    pub fn names() -> [&'static str; 5] {
+    pub fn names() -> [&'static str; 7] {
         Language::ALL.map(Language::as_str)
     }
 
@@ -109,8 +131,8 @@ impl Language {
         Language::ALL.into_iter().find(|l| l.harness_backend() == name)
     }
 
-    /// The kinds of device its candidates run on, the default first: the CPU for `c`; a CUDA GPU
-    /// for `cuda` and `triton`; a CUDA GPU or (a CPU-only PyTorch) the CPU for `python`; MLX's
+    /// The kinds of device its candidates run on, the default first: the CPU for `c` and `cpp`; a
+    /// CUDA GPU for `cuda`, `cuda_binding` and `triton`; a CUDA GPU or (a CPU-only PyTorch) the CPU for `python`; MLX's
     /// GPU or CPU for `mlx`.
     pub fn runs_on(self) -> &'static [RunsOn] {
         match self {
@@ -118,6 +140,8 @@ impl Language {
             Language::Cuda | Language::Triton => &[RunsOn::CudaGpu],
             Language::Python => &[RunsOn::CudaGpu, RunsOn::Cpu],
             Language::Mlx => &[RunsOn::MlxGpu, RunsOn::MlxCpu],
+            Language::Cpp => &[RunsOn::Cpu],
+            Language::CudaBinding => &[RunsOn::CudaGpu],
         }
     }
 
@@ -144,6 +168,7 @@ impl Language {
             Language::C | Language::Cuda => CallingStyle::DestinationPassing,
             Language::Triton | Language::Python => CallingStyle::PythonModule,
             Language::Mlx => CallingStyle::ReturnsOutputs,
+            Language::Cpp | Language::CudaBinding => CallingStyle::Binding,
         }
     }
 
@@ -154,11 +179,12 @@ impl Language {
     }
 
     /// The info string of a Markdown code fence holding its source in a prompt: `c`, `cuda`,
-    /// else `python` (Triton, PyTorch and MLX launchers are Python).
+    /// `cpp`, else `python` (Triton, PyTorch and MLX launchers are Python).
     pub fn fence_tag(self) -> &'static str {
         match self {
             Language::C => "c",
-            Language::Cuda => "cuda",
+            Language::Cuda | Language::CudaBinding => "cuda",
+            Language::Cpp => "cpp",
             Language::Triton | Language::Python | Language::Mlx => "python",
         }
     }
@@ -207,11 +233,14 @@ mod tests {
             assert_eq!(Language::of_backend(l.harness_backend()), Some(l));
             assert_eq!(serde_json::to_value(l).unwrap(), l.as_str());
         }
-        for bad in ["fortran", "C", " c", "cpp", ""] {
+        for bad in ["fortran", "C", " c", "c++", "cuda-binding", ""] {
             let e = bad.parse::<Language>().unwrap_err().to_string();
             assert_eq!(
                 e,
-                format!("unknown language '{bad}'; expected one of c, cuda, triton, python, mlx")
+                format!(
+                    "unknown language '{bad}'; expected one of c, cuda, triton, python, mlx, cpp, \
+                     cuda_binding"
+                )
             );
         }
         let e = serde_json::from_str::<Language>("\"swift\"").unwrap_err().to_string();
@@ -224,10 +253,18 @@ mod tests {
         let gpu_by_default: Vec<_> = Language::ALL.into_iter().filter(|l| l.gpu_by_default()).collect();
         assert_eq!(
             gpu_by_default,
-            [Language::Cuda, Language::Triton, Language::Python, Language::Mlx]
+            [
+                Language::Cuda,
+                Language::Triton,
+                Language::Python,
+                Language::Mlx,
+                Language::CudaBinding
+            ]
         );
         let needs_gpu: Vec<_> = Language::ALL.into_iter().filter(|l| l.needs_gpu()).collect();
-        assert_eq!(needs_gpu, [Language::Cuda, Language::Triton]);
+        assert_eq!(needs_gpu, [Language::Cuda, Language::Triton, Language::CudaBinding]);
+        assert_eq!(Language::Cpp.default_device(), RunsOn::Cpu);
+        assert_eq!(Language::Cpp.calling_style(), CallingStyle::Binding);
         assert_eq!(Language::C.default_device(), RunsOn::Cpu);
         assert_eq!(Language::Python.runs_on(), [RunsOn::CudaGpu, RunsOn::Cpu]);
         assert_eq!(Language::Mlx.default_device(), RunsOn::MlxGpu);

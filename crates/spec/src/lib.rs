@@ -58,7 +58,7 @@ pub use knobs::{
 };
 pub use language::{CallingStyle, Language, RunsOn, UnknownLanguage};
 pub use resources::KernelResources;
-pub use solution::{check_source_path, language_of, language_of_in, BuildSpec, Solution, SourceFile};
+pub use solution::{check_source_path, language_of, language_of_in, Binding, BuildSpec, Solution, SourceFile};
 pub use task::{builtin_names, builtin_task_files, Task, TaskOrigin};
 pub use task_config::{
     eval_formula, BaselineConfig, Bound, Calling, ChecksConfig, Distribution, EvaluationConfig, ForbiddenPattern,

@@ -30,8 +30,9 @@ pub struct Solution {
 /// The `spec` of a Solution: language, entry point and calling convention.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BuildSpec {
-    /// The language it is written in (FlashInfer-Bench's `cpp` and `tilelang` are refused
-    /// when a Solution JSON is read).
+    /// The language it is written in (FlashInfer-Bench's `tilelang` is refused when a Solution
+    /// JSON is read; its `cpp` and bound `cuda` are [`Language::Cpp`] and
+    /// [`Language::CudaBinding`]).
     pub language: Language,
     /// FlashInfer-Bench's list of hardware the solution is meant for; kept as given, not used
     /// by ksearch.
@@ -44,9 +45,47 @@ pub struct BuildSpec {
     pub dependencies: Vec<String>,
     /// Whether the entry writes its outputs into buffers passed after the inputs (true, the
     /// default) rather than returning them. The `c` backend requires true; for Python-module
-    /// candidates false selects the task's non-dps calling convention.
+    /// candidates false selects the task's non-dps calling convention; for `cpp` and
+    /// `cuda_binding` false means the entry returns its outputs (FlashInfer-Bench's meaning).
     #[serde(default = "yes")]
     pub destination_passing_style: bool,
+    /// How a `cpp` or `cuda_binding` solution is built into an extension module and called
+    /// (FlashInfer-Bench's `spec.binding`; required for those languages, absent for the others).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<Binding>,
+}
+
+/// FlashInfer-Bench's bindings of C++ and CUDA sources: how they are built into a module that
+/// Python calls with tensors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Binding {
+    /// Apache TVM FFI (`tvm_ffi.cpp.build`, PyPI's apache-tvm-ffi): the entry is exported with
+    /// `TVM_FFI_DLL_EXPORT_TYPED_FUNC` and takes `tvm::ffi::TensorView`s.
+    #[serde(rename = "tvm-ffi")]
+    TvmFfi,
+    /// A PyTorch C++ extension (`torch.utils.cpp_extension.load`): the entry is a pybind11
+    /// `m.def` taking `torch::Tensor`s.
+    #[serde(rename = "torch")]
+    Torch,
+}
+
+impl Binding {
+    /// The binding a solution in `language` is built with when none is named: tvm-ffi
+    /// (FlashInfer-Bench's default) for `cpp` and `cuda_binding`, none for the others.
+    pub fn default_for(language: Language) -> Option<Binding> {
+        match language {
+            Language::Cpp | Language::CudaBinding => Some(Binding::TvmFfi),
+            Language::C | Language::Cuda | Language::Triton | Language::Python | Language::Mlx => None,
+        }
+    }
+
+    /// FlashInfer-Bench's spelling (`tvm-ffi`, `torch`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Binding::TvmFfi => "tvm-ffi",
+            Binding::Torch => "torch",
+        }
+    }
 }
 
 fn yes() -> bool {
@@ -115,7 +154,9 @@ impl Solution {
                     CallingStyle::PythonModule => task.config.kernel.calling == crate::task_config::Calling::Dps,
                     // MLX candidates return their outputs: MLX allocates them.
                     CallingStyle::ReturnsOutputs => false,
+                    CallingStyle::Binding => true,
                 },
+                binding: Binding::default_for(language),
             },
             sources: vec![SourceFile {
                 path: name.to_string(),
@@ -168,6 +209,28 @@ impl Solution {
                 "the c backend needs destination-passing style (true)",
             ),
             Language::C | Language::Cuda | Language::Triton | Language::Python => {}
+            Language::Cpp | Language::CudaBinding => {
+                if self.spec.binding.is_none() {
+                    p.push(
+                        "spec.binding",
+                        format!(
+                            "a {} solution is built through a binding: give tvm-ffi or torch",
+                            self.spec.language
+                        ),
+                    );
+                }
+            }
+        }
+        let bound = matches!(self.spec.language, Language::Cpp | Language::CudaBinding);
+        if let (Some(b), false) = (self.spec.binding, bound) {
+            p.push(
+                "spec.binding",
+                format!(
+                    "'{}' applies to cpp and cuda_binding solutions only, not to {}",
+                    b.as_str(),
+                    self.spec.language
+                ),
+            );
         }
         p.into_result()
     }

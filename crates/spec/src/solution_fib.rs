@@ -4,9 +4,13 @@
 //! Current files carry `spec.binding` (`tvm-ffi`, the default for `cpp`/`cuda`, or `torch`) and
 //! the languages `python`, `triton`, `cuda`, `cpp` and `tilelang`; older ones had
 //! `dependencies: null` and `build_commands`. ksearch runs `python` and `triton` modules (called
-//! with torch tensors, as FlashInfer-Bench calls them) and `cuda` kernels whose entry is an
-//! `extern "C"` function in destination-passing style (docs/protocol.md). A binding ksearch
-//! cannot build yet is refused, never guessed at.
+//! with torch tensors, as FlashInfer-Bench calls them, the binding ignored as there); `cpp` as
+//! [`Language::Cpp`] and `cuda` with a binding as [`Language::CudaBinding`], built through that
+//! binding (tvm-ffi when none is given for `cpp`); and `cuda` with no binding whose sources use
+//! none as ksearch's own `cuda` (an `extern "C"` entry in destination-passing style,
+//! docs/protocol.md). A bindingless `cuda` whose sources use a binding is read with it
+//! (`tvm/ffi/` or `TVM_FFI_DLL_EXPORT`: tvm-ffi; `torch/extension.h`, `PYBIND11_MODULE`:
+//! torch). `tilelang` is refused, never guessed at.
 
 use crate::error::SpecError;
 use crate::language::Language;
@@ -14,9 +18,9 @@ use serde_json::Value;
 
 /// What ksearch builds, for the refusals.
 const SUPPORTED: &str = "ksearch builds python and triton modules (called with torch tensors), \
-    cuda kernels whose entry is an extern \"C\" function in destination-passing style (device \
-    pointers for the inputs, then the outputs, then each var axis as int64_t; docs/protocol.md) \
-    with no `binding`, c (C11, the same convention on the CPU) and mlx";
+    cpp and cuda through the tvm-ffi or torch binding, cuda kernels whose entry is an extern \"C\" \
+    function in destination-passing style (docs/protocol.md) with no `binding`, c (C11, the same \
+    convention on the CPU) and mlx";
 
 /// Marks of a binding in CUDA/C++ sources that do not name one: FlashInfer-Bench's default is
 /// tvm-ffi.
@@ -52,57 +56,55 @@ pub(crate) fn normalize(file: &str, mut value: Value) -> Result<Value, SpecError
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    match language.as_str() {
-        "cpp" => {
-            let binding = spec.get("binding").and_then(Value::as_str).unwrap_or("tvm-ffi");
-            return Err(refuse(
-                "spec.language",
-                format!(
-                    "'cpp' (C++ with the {binding} binding) is not built by ksearch yet; {SUPPORTED}. \
-                     A C++ kernel with an extern \"C\" destination-passing entry can be given as c \
-                     if it is valid C11, or as cuda"
-                ),
-            ));
-        }
-        "tilelang" => {
-            return Err(refuse(
-                "spec.language",
-                format!("'tilelang' is not built by ksearch yet; {SUPPORTED}"),
-            ))
-        }
-        _ => {}
+    if language == "tilelang" {
+        return Err(refuse(
+            "spec.language",
+            format!("'tilelang' is not built by ksearch yet; {SUPPORTED}"),
+        ));
     }
     // Any other unknown language is reported when the value is parsed into a Solution.
     let known = language.parse::<Language>().ok();
-    match spec.remove("binding") {
-        None | Some(Value::Null) => {
-            if known == Some(Language::Cuda) {
-                if let Some((mark, binding)) = BINDING_MARKS.iter().find(|(m, _)| sources_text.contains(m)) {
-                    return Err(refuse(
-                        "spec.binding",
-                        format!(
-                            "is not given, and the sources use the {binding} binding ('{mark}'; \
-                             FlashInfer-Bench's default for cuda is tvm-ffi), which ksearch cannot \
-                             build yet; {SUPPORTED}"
-                        ),
-                    ));
-                }
-            }
-        }
-        Some(Value::String(b)) if b == "tvm-ffi" || b == "torch" => {
-            // FlashInfer-Bench ignores the binding of Python and Triton solutions; so does ksearch.
-            if matches!(known, Some(Language::Cuda | Language::C)) {
-                return Err(refuse(
-                    "spec.binding",
-                    format!("'{b}': ksearch cannot build the {b} binding yet; {SUPPORTED}"),
-                ));
-            }
-        }
+    let binding = match spec.remove("binding") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(b)) if b == "tvm-ffi" || b == "torch" => Some(b),
         Some(other) => {
             return Err(refuse(
                 "spec.binding",
                 format!("{other} is not a binding FlashInfer-Bench knows (tvm-ffi, torch); {SUPPORTED}"),
             ))
+        }
+    };
+    let marked = BINDING_MARKS
+        .iter()
+        .find(|(m, _)| sources_text.contains(m))
+        .map(|(_, b)| b.to_string());
+    let bound = |spec: &mut serde_json::Map<String, Value>, language: &str, binding: String| {
+        spec.insert("language".into(), Value::String(language.into()));
+        spec.insert("binding".into(), Value::String(binding));
+    };
+    match known {
+        // FlashInfer-Bench ignores the binding of Python and Triton solutions; so does ksearch.
+        Some(Language::Python | Language::Triton | Language::Mlx) | None => {}
+        Some(Language::Cpp | Language::CudaBinding) => {
+            let binding = binding.or(marked).unwrap_or_else(|| "tvm-ffi".into());
+            bound(spec, &language, binding);
+        }
+        Some(Language::Cuda) => {
+            // Without a binding it is ksearch's own cuda: an extern "C" entry.
+            if let Some(binding) = binding.or(marked) {
+                bound(spec, Language::CudaBinding.as_str(), binding);
+            }
+        }
+        Some(Language::C) => {
+            if let Some(b) = binding {
+                return Err(refuse(
+                    "spec.binding",
+                    format!(
+                        "'{b}': ksearch's c has no binding (its entry is an extern C11 function); \
+                         give C++ with a binding as cpp. {SUPPORTED}"
+                    ),
+                ));
+            }
         }
     }
     if spec.get("dependencies").is_some_and(Value::is_null) {
@@ -156,6 +158,8 @@ pub fn to_flashinfer_bench(
             );
             "cpp".to_string()
         }
+        Language::Cpp => "cpp".to_string(),
+        Language::CudaBinding => "cuda".to_string(),
         Language::Mlx => {
             return Err(SpecError::one(
                 file,
@@ -191,6 +195,9 @@ pub fn to_flashinfer_bench(
         "destination_passing_style".into(),
         Value::Bool(sol.spec.destination_passing_style),
     );
+    if let Some(b) = sol.spec.binding {
+        spec.insert("binding".into(), Value::String(b.as_str().into()));
+    }
     let mut out = serde_json::Map::new();
     out.insert("name".into(), Value::String(sol.name.clone()));
     out.insert("definition".into(), Value::String(sol.definition.clone()));
@@ -222,7 +229,7 @@ mod tests {
     }
 
     #[test]
-    fn current_and_old_fields_are_read_and_bindings_refused() {
+    fn current_and_old_fields_are_read_and_bindings_built() {
         let py = normalize(
             "f",
             sol(
@@ -242,33 +249,50 @@ mod tests {
         .unwrap();
         assert_eq!(old["spec"]["dependencies"], json!([]));
         assert!(old["spec"].get("build_commands").is_none());
-        let cuda = |spec: Value, src: &str| normalize("f", sol(spec, src)).map_err(|e| e.to_string());
-        let e = cuda(
+        let read = |spec: Value, src: &str| normalize("f", sol(spec, src)).map_err(|e| e.to_string());
+        // Bound cuda (given, or marked in the sources) is cuda_binding; cpp defaults to tvm-ffi.
+        let lb = |v: Value| (v["spec"]["language"].clone(), v["spec"]["binding"].clone());
+        let v = read(
             json!({"language": "cuda", "entry_point": "k.cu::k", "binding": "tvm-ffi"}),
             "",
         )
-        .unwrap_err();
-        assert!(
-            e.contains("spec.binding: 'tvm-ffi': ksearch cannot build the tvm-ffi binding yet"),
-            "{e}"
-        );
-        let e = cuda(
+        .unwrap();
+        assert_eq!(lb(v), (json!("cuda_binding"), json!("tvm-ffi")));
+        let v = read(
             json!({"language": "cuda", "entry_point": "k.cu::k"}),
             "#include <torch/extension.h>",
         )
-        .unwrap_err();
-        assert!(e.contains("the torch binding"), "{e}");
-        assert!(cuda(
+        .unwrap();
+        assert_eq!(lb(v), (json!("cuda_binding"), json!("torch")));
+        let v = read(
             json!({"language": "cuda", "entry_point": "k.cu::k"}),
-            "extern \"C\" void k() {}"
+            "extern \"C\" void k() {}",
         )
-        .is_ok());
-        let e = cuda(json!({"language": "cpp", "entry_point": "k.cu::k"}), "").unwrap_err();
-        assert!(
-            e.contains("'cpp' (C++ with the tvm-ffi binding) is not built by ksearch yet"),
-            "{e}"
-        );
-        let e = cuda(
+        .unwrap();
+        assert_eq!(lb(v), (json!("cuda"), Value::Null));
+        let v = read(json!({"language": "cpp", "entry_point": "k.cc::k"}), "").unwrap();
+        assert_eq!(lb(v), (json!("cpp"), json!("tvm-ffi")));
+        let v = read(
+            json!({"language": "cpp", "entry_point": "k.cc::k", "binding": "torch"}),
+            "",
+        )
+        .unwrap();
+        assert_eq!(lb(v), (json!("cpp"), json!("torch")));
+        let e = read(
+            json!({"language": "c", "entry_point": "k.c::k", "binding": "torch"}),
+            "",
+        )
+        .unwrap_err();
+        assert!(e.contains("spec.binding: 'torch': ksearch's c has no binding"), "{e}");
+        let e = read(
+            json!({"language": "cpp", "entry_point": "k.cc::k", "binding": "pybind"}),
+            "",
+        )
+        .unwrap_err();
+        assert!(e.contains("is not a binding FlashInfer-Bench knows"), "{e}");
+        let e = read(json!({"language": "tilelang", "entry_point": "k.py::k"}), "").unwrap_err();
+        assert!(e.contains("'tilelang' is not built by ksearch yet"), "{e}");
+        let e = read(
             json!({"language": "triton", "entry_point": "k.py::k", "build_commands": ["make"]}),
             "",
         )
@@ -288,6 +312,7 @@ mod tests {
                 entry_point: "k.c::softmax".into(),
                 dependencies: vec![],
                 destination_passing_style: true,
+                binding: None,
             },
             sources: vec![crate::SourceFile {
                 path: "k.c".into(),
@@ -304,9 +329,11 @@ mod tests {
             .as_str()
             .unwrap()
             .starts_with("best of run r. Note: ksearch's c kernel"));
-        // ksearch reads what it exports (cpp is refused as FlashInfer-Bench's binding language).
-        let err = normalize("f", j).unwrap_err().to_string();
-        assert!(err.contains("'cpp'"), "{err}");
+        // ksearch reads what it exports as FlashInfer-Bench would: cpp through tvm-ffi (which
+        // this extern C kernel does not export; the note says so).
+        let back = normalize("f", j).unwrap();
+        assert_eq!(back["spec"]["language"], "cpp");
+        assert_eq!(back["spec"]["binding"], "tvm-ffi");
         let mlx = crate::Solution {
             spec: crate::BuildSpec {
                 language: Language::Mlx,

@@ -226,6 +226,7 @@ impl Task {
                     entry_point: format!("{path}::{}", b.entry),
                     dependencies: Vec::new(),
                     destination_passing_style: calling == crate::task_config::Calling::Dps,
+                    binding: crate::solution::Binding::default_for(language),
                 },
                 sources: vec![SourceFile { path, content }],
                 description: b.description.clone(),

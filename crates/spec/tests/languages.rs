@@ -68,11 +68,12 @@ fn an_unknown_solution_language_names_the_field_the_value_and_the_known_ones() {
         err.contains("spec.language: unknown language 'zig'") && err.contains(KNOWN),
         "{err}"
     );
-    // FlashInfer-Bench's cpp keeps its own refusal.
+    // FlashInfer-Bench's cpp is read, with its default binding, tvm-ffi; tilelang is refused.
     std::fs::write(&path, json.replace("zig", "cpp")).unwrap();
+    let sol = Solution::load(&path, &task).unwrap();
+    assert_eq!(sol.spec.language, ksearch_spec::Language::Cpp);
+    assert_eq!(sol.spec.binding, Some(ksearch_spec::Binding::TvmFfi));
+    std::fs::write(&path, json.replace("zig", "tilelang")).unwrap();
     let err = Solution::load(&path, &task).unwrap_err().to_string();
-    assert!(
-        err.contains("'cpp' (C++ with the tvm-ffi binding) is not built by ksearch yet"),
-        "{err}"
-    );
+    assert!(err.contains("'tilelang' is not built by ksearch yet"), "{err}");
 }

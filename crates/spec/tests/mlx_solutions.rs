@@ -38,6 +38,7 @@ fn solution(entry: &str, files: &[(&str, &str)]) -> Solution {
             entry_point: entry.into(),
             dependencies: vec![],
             destination_passing_style: false,
+            binding: None,
         },
         sources: files
             .iter()

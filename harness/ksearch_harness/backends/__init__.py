@@ -6,7 +6,7 @@ package has). Packages are imported on demand so that a run pays only for the ba
 import importlib
 
 # The backends, each a package of this name under backends/.
-NAMES = ("c", "cuda", "mlx", "python", "triton")
+NAMES = ("c", "cpp", "cuda", "cuda_binding", "mlx", "python", "triton")
 # The packages under backends/ that are no backend: code several of them share.
 SHARED = ("common", "torch_gpu")
 

@@ -1,6 +1,6 @@
 """The contract every harness backend keeps: the class `Backend`, and the files of its package.
 
-Each backend is a package under backends/ named by its `device.backend` (c, cuda, mlx, python,
+Each backend is a package under backends/ named by its `device.backend` (c, cpp, cuda, cuda_binding, mlx, python,
 triton), whose `Backend` class subclasses the one here, and every package has the same files
 (FILES), as MLX's own backends do (one interface, implemented per backend under the same file
 names, with stubs where a backend has nothing to put):

@@ -1,5 +1,6 @@
 //! The harness backends, one module each, as the harness has one package module each
-//! (`harness/ksearch_harness/backends/`): [`c`], [`cuda`], [`triton`], [`python`], [`mlx`].
+//! (`harness/ksearch_harness/backends/`): [`c`], [`cuda`], [`triton`], [`python`], [`mlx`], and
+//! [`binding`] for `cpp` and `cuda_binding`.
 //!
 //! Each module states, as an implementation of [`HarnessBackend`], what is particular to its
 //! backend on this side of the protocol: the devices it takes (in words, for errors), its
@@ -11,6 +12,7 @@
 //! A new backend is a [`Language`] variant in ksearch-spec plus one module here: the match in
 //! [`of`] does not compile until it names the module.
 
+mod binding;
 mod c;
 mod cuda;
 mod mlx;
@@ -69,6 +71,8 @@ pub(crate) fn of(language: Language) -> &'static dyn HarnessBackend {
         Language::Triton => &triton::Triton,
         Language::Python => &python::Python,
         Language::Mlx => &mlx::Mlx,
+        Language::Cpp => &binding::Cpp,
+        Language::CudaBinding => &binding::CudaBinding,
     }
 }
 
@@ -203,7 +207,9 @@ mod tests {
                 "cuda or cuda:N",
                 "cuda or cuda:N",
                 "cpu, cuda or cuda:N",
-                "mlx:gpu or mlx:cpu"
+                "mlx:gpu or mlx:cpu",
+                "cpu",
+                "cuda or cuda:N"
             ]
         );
         for l in Language::ALL {

@@ -54,8 +54,8 @@ pub struct Target {
 /// which takes the device's own.
 fn dialect_of(language: Language, platform: Platform) -> Option<TargetKind> {
     match language {
-        Language::C => Some(TargetKind::Cpu),
-        Language::Cuda => Some(TargetKind::Cuda),
+        Language::C | Language::Cpp => Some(TargetKind::Cpu),
+        Language::Cuda | Language::CudaBinding => Some(TargetKind::Cuda),
         Language::Triton => Some(TargetKind::Triton),
         Language::Mlx => Some(match platform {
             Platform::MacOs => TargetKind::Metal,
@@ -119,7 +119,12 @@ pub fn target_of(kb: &Kb, task: &Task, platform: Platform) -> anyhow::Result<Tar
     if let (false, Some(d)) = (targets.is_empty(), dialect) {
         let why = match language {
             Language::Mlx => format!(" (mlx tasks on {platform} are written in {d})"),
-            Language::C | Language::Cuda | Language::Triton | Language::Python => String::new(),
+            Language::C
+            | Language::Cuda
+            | Language::Triton
+            | Language::Python
+            | Language::Cpp
+            | Language::CudaBinding => String::new(),
         };
         anyhow::bail!(
             "{file}: targets: none of {} runs {d} kernels{why}; add a device that does: {}",

@@ -98,8 +98,9 @@ def write(sources, folder):
             raise ValueError(f"source {path!r} cannot be written: {e}") from None
 
 
-def compile_in_child(command, cwd, log_path, timeout, tool):
-    """Run a compiler; (exit code or None when killed at the timeout, timed_out).
+def compile_in_child(command, cwd, log_path, timeout, tool, env=None):
+    """Run a compiler; (exit code or None when killed at the timeout, timed_out). `env`: its
+    environment (None: this process's).
 
     The compiler stays in our process group, so the supervisor's group kill still reaches it;
     our own timeout kills its process tree (cc1, as, ld; cicc, ptxas), not just the driver.
@@ -107,7 +108,7 @@ def compile_in_child(command, cwd, log_path, timeout, tool):
     with open(log_path, "wb") as log:
         try:
             proc = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT)
+                                    stderr=subprocess.STDOUT, env=env)
         except FileNotFoundError:
             raise RuntimeError(f"{tool} {command[0]!r} not found") from None
         try:
