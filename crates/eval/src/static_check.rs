@@ -177,6 +177,25 @@ mod tests {
     }
 
     #[test]
+    fn binding_languages_get_the_c_and_cuda_rules() {
+        // FlashInfer-Bench's tvm-ffi and torch bindings (cpp, cuda_binding) load into the
+        // harness's process: at least the rules of the C and CUDA kernels apply to them.
+        let cfg = TaskConfig::default();
+        let ffi = "#include <tvm/ffi/container/tensor.h>\n#include <tvm/ffi/function.h>\n\
+                   void k(tvm::ffi::TensorView x, tvm::ffi::TensorView y) { }\n\
+                   TVM_FFI_DLL_EXPORT_TYPED_FUNC(k, k);\n";
+        for lang in [Language::Cpp, Language::CudaBinding] {
+            assert_eq!(check_sources(lang, &src(ffi), &cfg), None, "{lang}");
+            for bad in ["void k() { system(\"id\"); }", "void k() { std::thread t; }", "#include \"../x.h\""] {
+                assert!(check_sources(lang, &src(bad), &cfg).is_some(), "{lang}: {bad}");
+            }
+        }
+        assert!(check_sources(Language::Cpp, &src("void k() { asm(\"nop\"); }"), &cfg).is_some());
+        let stream = "void k() { cudaStream_t s; cudaStreamCreate(&s); }";
+        assert!(check_sources(Language::CudaBinding, &src(stream), &cfg).is_some());
+    }
+
+    #[test]
     fn thread_creation_is_rejected_with_line() {
         let r = check_sources(
             Language::C,
