@@ -186,7 +186,11 @@ mod tests {
                    TVM_FFI_DLL_EXPORT_TYPED_FUNC(k, k);\n";
         for lang in [Language::Cpp, Language::CudaBinding] {
             assert_eq!(check_sources(lang, &src(ffi), &cfg), None, "{lang}");
-            for bad in ["void k() { system(\"id\"); }", "void k() { std::thread t; }", "#include \"../x.h\""] {
+            for bad in [
+                "void k() { system(\"id\"); }",
+                "void k() { std::thread t; }",
+                "#include \"../x.h\"",
+            ] {
                 assert!(check_sources(lang, &src(bad), &cfg).is_some(), "{lang}: {bad}");
             }
         }
