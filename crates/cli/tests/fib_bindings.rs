@@ -52,18 +52,24 @@ fn eval_cpu(name: &str, extra: &[&str]) -> Run {
     ksearch(&args)
 }
 
-#[test]
-fn a_cpp_tvm_ffi_solution_is_built_cached_and_passes_on_the_cpu() {
-    let r = eval_cpu("tiny_fib_softmax_cpp_tvm_ffi.json", &[]);
-    if !toolchain_here(
-        "cpp_tvm_ffi",
+/// `eval_cpu` of a tvm-ffi solution; `None` when the test skips for lack of the toolchain.
+fn eval_tvm_ffi(test: &str, name: &str, extra: &[&str]) -> Option<Run> {
+    let r = eval_cpu(name, extra);
+    toolchain_here(
+        test,
         &r,
         &TVM_FFI_MISSING,
         "KSEARCH_REQUIRE_TVM_FFI",
         "apache-tvm-ffi or ninja",
-    ) {
+    )
+    .then_some(r)
+}
+
+#[test]
+fn a_cpp_tvm_ffi_solution_is_built_cached_and_passes_on_the_cpu() {
+    let Some(r) = eval_tvm_ffi("cpp_tvm_ffi", "tiny_fib_softmax_cpp_tvm_ffi.json", &[]) else {
         return;
-    }
+    };
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let j = r.json();
     assert_eq!(j["status"], "passed", "{j}");
@@ -85,16 +91,9 @@ fn a_cpp_tvm_ffi_solution_is_built_cached_and_passes_on_the_cpu() {
 
 #[test]
 fn a_cpp_tvm_ffi_solution_computing_wrong_values_fails_correctness() {
-    let r = eval_cpu("tiny_fib_softmax_cpp_tvm_ffi_wrong.json", &[]);
-    if !toolchain_here(
-        "cpp_tvm_ffi_wrong",
-        &r,
-        &TVM_FFI_MISSING,
-        "KSEARCH_REQUIRE_TVM_FFI",
-        "apache-tvm-ffi or ninja",
-    ) {
+    let Some(r) = eval_tvm_ffi("cpp_tvm_ffi_wrong", "tiny_fib_softmax_cpp_tvm_ffi_wrong.json", &[]) else {
         return;
-    }
+    };
     assert_ne!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let j = r.json();
     assert_eq!(j["status"], "incorrect_numerical", "{j}");
@@ -104,16 +103,9 @@ fn a_cpp_tvm_ffi_solution_computing_wrong_values_fails_correctness() {
 #[test]
 fn a_returning_cpp_tvm_ffi_solution_passes() {
     // destination_passing_style false, and no binding (FlashInfer-Bench's default: tvm-ffi).
-    let r = eval_cpu("tiny_fib_softmax_cpp_tvm_ffi_returns.json", &[]);
-    if !toolchain_here(
-        "cpp_tvm_ffi_returns",
-        &r,
-        &TVM_FFI_MISSING,
-        "KSEARCH_REQUIRE_TVM_FFI",
-        "apache-tvm-ffi or ninja",
-    ) {
+    let Some(r) = eval_tvm_ffi("cpp_tvm_ffi_returns", "tiny_fib_softmax_cpp_tvm_ffi_returns.json", &[]) else {
         return;
-    }
+    };
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let j = r.json();
     assert_eq!(j["status"], "passed", "{j}");

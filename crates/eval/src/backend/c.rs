@@ -1,4 +1,4 @@
-//! Backend `c` (the harness's `backends/c.py`): C11 compiled by the host's C compiler and run on
+//! Backend `c` (the harness's `backends/c/`): C11 compiled by the host's C compiler and run on
 //! the CPU, in the sandbox worker where the platform allows; always destination-passing, so the
 //! request carries no calling convention, and nothing of CUDA applies.
 

@@ -1,4 +1,4 @@
-//! Backend `cuda` (the harness's `backends/cuda.py`, building with `nvcc.py`): CUDA C++ built by
+//! Backend `cuda` (the harness's `backends/cuda/`, building with `cuda/nvcc.py`): CUDA C++ built by
 //! nvcc and loaded into the harness, an `extern "C"` host function called with device pointers
 //! on a CUDA device. nvcc on a large kernel takes longer than a C compiler, and a build without
 //! a device must be told the architecture.

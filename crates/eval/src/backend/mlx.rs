@@ -1,4 +1,4 @@
-//! Backend `mlx` (the harness's `backends/mlx.py`, docs/mlx.md): a launch spec (TOML or JSON,
+//! Backend `mlx` (the harness's `backends/mlx/`, docs/mlx.md): a launch spec (TOML or JSON,
 //! with the kernel body in CUDA or Metal) or a Python launcher of MLX operations, on MLX's GPU
 //! or CPU. MLX allocates the outputs, which the candidate returns, and compiles kernels itself
 //! (NVRTC, Metal) inside its own runtime: no calling convention, nvcc architecture, build cache,

@@ -1,4 +1,4 @@
-//! Backend `python` (the harness's `backends/pymodule.py`, `Backend`): a Python module of plain
+//! Backend `python` (the harness's `backends/python/`): a Python module of plain
 //! PyTorch code (native baselines, KernelBench-style modules), called with torch tensors as the
 //! task's `[kernel].calling` says, on a CUDA device or, with a CPU-only PyTorch, the CPU.
 

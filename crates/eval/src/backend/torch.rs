@@ -1,7 +1,7 @@
 //! What the backends whose harness imports PyTorch ([`super::cuda`], [`super::triton`],
 //! [`super::python`]) send alike: how the entry is called and constructed, the task's module
 //! folders, the CUDA build's architecture and cache, and CUDA-graph timing (the harness's
-//! `backends/gpu_base.py` is their common base).
+//! `backends/torch_gpu/` is their common base).
 
 use super::RequestParts;
 use crate::request::calling_for;

@@ -1,4 +1,4 @@
-//! Backend `triton` (the harness's `backends/pymodule.py`, `TritonBackend`): a Python module with
+//! Backend `triton` (the harness's `backends/triton/`): a Python module with
 //! Triton kernels, loaded into the harness and called with torch tensors on a CUDA device, as
 //! the task's `[kernel].calling` says; Triton compiles at the first (correctness) call.
 
