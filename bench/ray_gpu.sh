@@ -34,6 +34,7 @@ import json, sqlite3, sys
 ex, db, s = sys.argv[1], sqlite3.connect(sys.argv[2]), float(sys.argv[3])
 rows = [json.loads(r[0]) for r in db.execute("select record from evaluations")]
 print(f"{ex:5s}: {len(rows)} evaluations in {s:.1f} s = {60 * len(rows) / s:.1f} evaluations/min")
-print("       devices:", sorted({r.get("leased_device") for r in rows}), "nodes:", sorted({json.dumps(r.get("node", {}).get("gpu")) for r in rows}))
+nodes = sorted({json.dumps([(r.get("node") or {}).get(k) for k in ("node_id", "ip", "gpu")]) for r in rows})
+print("       devices:", sorted({r.get("leased_device") for r in rows}), "nodes (id, ip, gpu):", nodes)
 PY
 done
