@@ -8,6 +8,9 @@ allocation), for mx.fast.scaled_dot_product_attention and the kernels given. A s
 times calls on fresh inputs made from NumPy before each call, as the harness made them until
 session 8, and on the same inputs copied once more by a kernel (the harness's device_copy):
 the hypothesis is that host-written unified memory is pulled to the GPU inside the timed call.
+A fourth column also reads each result back to NumPy after its timed interval, as the harness
+does; the whole second table is then printed again after the harness's allocator setting
+(backends/mlx/allocator.py: MLX's buffer cache off, CUDA's pool keeping its memory).
 
 Usage: python3 bench/mlx_timing_probe.py [--iters N] [SPEC.toml ...]
 (mlx_attention candidate specs, e.g. tasks/mlx_attention/seed.toml; without any, sdpa alone, which
@@ -29,7 +32,10 @@ def median_iqr(xs):
     return statistics.median(xs), q[2] - q[0]
 
 
-def timed(call, flush, iters):
+def timed(call, flush, iters, read_back=False):
+    """Median and IQR of `call` in us; read_back copies each result to NumPy after its timed
+    interval, as the harness does for its comparison."""
+    import numpy as np
     out = []
     for _ in range(3):
         mx.eval(call())
@@ -38,9 +44,13 @@ def timed(call, flush, iters):
         flush()
         mx.synchronize()
         t0 = time.perf_counter_ns()
-        mx.eval(call())
+        result = call()
+        mx.eval(result)
         mx.synchronize()
         out.append((time.perf_counter_ns() - t0) / 1e3)
+        if read_back:
+            np.array(result[0] if isinstance(result, list) else result)
+        del result
     return median_iqr(out)
 
 
@@ -108,12 +118,27 @@ def main():
     # Fresh inputs before each timed call, as the harness makes them (from NumPy), with and
     # without the harness's device_copy, against inputs made on the device once.
     sys.path.insert(0, "harness")
+    fresh_inputs_table(shapes, "MLX's allocator as it is", flush_new, a.iters)
+    # The same after the harness's allocator setting (backends/mlx/allocator.py): MLX's buffer
+    # cache off, CUDA's default pool keeping its memory. Global state, so it comes last.
+    from ksearch_harness.backends.mlx import allocator
+    dialect = "cuda" if getattr(getattr(mx, "cuda", None), "is_available", lambda: False)() \
+        else None
+    note = allocator.configure(mx, dialect, dialect is not None)
+    print()
+    print(f"allocator: {note or 'not a CUDA GPU: left alone'}")
+    fresh_inputs_table(shapes, "after allocator.configure", flush_new, a.iters)
+
+
+def fresh_inputs_table(shapes, calls_label, flush_new, iters):
     import numpy as np
     from ksearch_harness.backends.mlx.memory import device_copy
+    B, H, D = 1, 32, 128
     print()
+    print(f"{calls_label}:")
     print("| L | what | inputs made on the device us (IQR) | fresh host inputs us (IQR) "
-          "| fresh host inputs + device_copy us (IQR) |")
-    print("|---|---|---|---|---|")
+          "| fresh host inputs + device_copy us (IQR) | the same, outputs read back us (IQR) |")
+    print("|---|---|---|---|---|---|")
     for L, calls in shapes.items():
         made = [mx.random.normal((B, H, L, D)).astype(mx.float16) for _ in range(3)]
         made.append(mx.array(0, dtype=mx.int32))
@@ -123,7 +148,7 @@ def main():
             if name == "seed.toml":
                 continue
             cells = []
-            for mode in ("device", "host", "copy"):
+            for mode in ("device", "host", "copy", "read"):
                 current = list(made)
 
                 def fresh(mode=mode, current=current):
@@ -131,11 +156,12 @@ def main():
                     if mode == "device":
                         return
                     arrs = [mx.array(h) for h in hosts]
-                    if mode == "copy":
+                    if mode in ("copy", "read"):
                         arrs = [device_copy(mx, x) for x in arrs]
                     mx.eval(arrs)
                     current[:] = arrs
-                m, iqr = timed(lambda call=call, current=current: call(*current), fresh, a.iters)
+                m, iqr = timed(lambda call=call, current=current: call(*current), fresh, iters,
+                               read_back=mode == "read")
                 cells.append(f"{m:.0f} ({iqr:.0f})")
             print(f"| {L} | {name} | " + " | ".join(cells) + " |", flush=True)
 

@@ -25,6 +25,8 @@ first mlx_attention search on the H200 (session 8) flash-attention candidates wh
 against 49.5 (bench/mlx_timing_probe.py). So on a GPU an upload is copied once more by a kernel
 (`device_copy`, bit for bit) and the host-written array is dropped: what a timed call reads was
 last written on the device, as in a model where inputs come from the layer before.
+Buffers the host touched can still come back through MLX's buffer cache as a timed call's
+outputs; allocator.py keeps them out of it on MLX's CUDA backend.
 
 The L2 flush: before each timed call (timing.py) a 256 MiB buffer is read and written on the
 device (`flush_l2`), which evicts the GPU's last-level cache (the H200's 50 MiB L2, an Apple

@@ -1,0 +1,72 @@
+"""How the mlx backend sets MLX's allocator on its CUDA backend, so that a timed call does not
+fault in pages that the host touched.
+
+Why. On MLX's CUDA backend (0.32) one buffer cache holds two kinds of memory: device buffers
+(cudaMallocAsync, what a kernel's outputs get) and managed buffers (cudaMallocManaged, what an
+array made from NumPy gets, and what a device buffer becomes once the host reads it). A request
+for either kind takes any cached buffer of a fitting size. The harness touches buffers on the
+host on every call (fresh inputs from NumPy, outputs copied back for the comparison), so the
+cache fills with managed buffers whose pages sit on the host, and the next timed call's outputs
+land in them: the kernel then faults every page across inside its own timed interval. Measured
+on the H200 (bench/results/raw-2026-12-02-session10/probe.txt): mx.fast.scaled_dot_product_attention
+at L=1024 read 174 us on inputs made on the device and 368 us on inputs made from NumPy and
+copied once on the device, the extra ~0.2 ms being its 8 MiB output written into such a buffer.
+
+What. MLX's own cache is turned off (`mx.set_cache_limit(0)`): a freed buffer goes back to CUDA
+at once, so a managed buffer is never reused by a kernel. Device buffers then come from CUDA's
+stream-ordered pool; that pool hands memory back to the OS at every synchronisation unless its
+release threshold says otherwise, and mapping memory again inside a timed call would be a cost
+of its own, so the device's default pool (the one MLX allocates from) is told to keep what it
+holds. The threshold is set through the CUDA driver (libcuda, present wherever the GPU is); if
+that cannot be done, MLX's cache is left as it is and the note says why, since an empty cache
+over a pool that unmaps memory would be worse than the faults.
+
+Apple GPUs have truly unified memory (no pages move), so this is done for the cuda dialect only.
+"""
+
+import ctypes
+
+# CUmemPool_attribute (cuda.h): CU_MEMPOOL_ATTR_RELEASE_THRESHOLD.
+_RELEASE_THRESHOLD = 4
+_KEEP_ALL = ctypes.c_uint64(2 ** 64 - 1)
+
+
+def retain_device_pool(device=0, load=ctypes.CDLL):
+    """Tell the CUDA device's default memory pool to keep the memory it holds across
+    synchronisations. Returns None when done, else why not (a sentence)."""
+    try:
+        cuda = load("libcuda.so.1")
+    except OSError as e:
+        return f"the CUDA driver library could not be loaded ({e})"
+    dev = ctypes.c_int(0)
+    pool = ctypes.c_void_p(0)
+    steps = (("cuInit", lambda: cuda.cuInit(0)),
+             ("cuDeviceGet", lambda: cuda.cuDeviceGet(ctypes.byref(dev), device)),
+             ("cuDeviceGetDefaultMemPool",
+              lambda: cuda.cuDeviceGetDefaultMemPool(ctypes.byref(pool), dev)),
+             ("cuMemPoolSetAttribute",
+              lambda: cuda.cuMemPoolSetAttribute(pool, _RELEASE_THRESHOLD,
+                                                 ctypes.byref(_KEEP_ALL))))
+    for name, step in steps:
+        try:
+            code = step()
+        except (AttributeError, OSError, ctypes.ArgumentError) as e:
+            return f"{name} could not be called ({e})"
+        if code != 0:
+            return f"{name} returned CUDA error {code}"
+    return None
+
+
+def configure(mx, dialect, on_gpu, retain=retain_device_pool):
+    """Set MLX's allocator for timing on this device; returns a note for the record's
+    environment (what was done, or why nothing was)."""
+    if not on_gpu or dialect != "cuda":
+        return None
+    why_not = retain()
+    if why_not is not None:
+        return (f"MLX's buffer cache left on: the CUDA pool's release threshold could not be "
+                f"raised ({why_not}); timed calls may fault in host-touched pages")
+    mx.set_cache_limit(0)
+    mx.clear_cache()  # what was cached before this (the backend's own set-up) goes too
+    return ("MLX's buffer cache off (freed buffers go back to CUDA, so host-touched managed "
+            "buffers are never reused by a timed call); CUDA's default pool keeps its memory")
