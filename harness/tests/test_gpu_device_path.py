@@ -123,6 +123,36 @@ class TensorComparison(unittest.TestCase):
         _same_check(self, whole, chunked, "chunked")
         self.assertEqual((whole.mismatched, whole.first), (1, (5_000,)))
 
+    def test_fast_check_and_magnitude_in_chunks_match_numpy(self):
+        # Chunks of 97 elements: every case spans many, and its bad elements sit in later ones.
+        t = self.torch
+        saved = c.TENSOR_CHUNK
+        c.TENSOR_CHUNK = 97
+        try:
+            verdicts = set()
+            for kind, o, r, (atol, rtol) in self.cases():
+                host = c.FastCheck(o.shape, np.dtype(kind), atol, rtol).passes(o, r)
+                dev = c.TensorFastCheck(t, kind, atol, rtol).passes(t.from_numpy(o.copy()),
+                                                                     t.from_numpy(r.copy()))
+                self.assertEqual(host, dev, kind)
+                verdicts.add(host)
+                self.assertEqual(c.largest_finite_magnitude(r),
+                                 c.largest_finite_magnitude_tensor(t, t.from_numpy(r.copy())),
+                                 kind)
+            self.assertEqual(verdicts, {True, False})
+            # One wrong element in the last chunk alone fails; the largest magnitude there is found.
+            r = np.ones(1000, dtype=np.float32)
+            o = r.copy()
+            o[-1] = 2.0
+            r[-2] = -7.0
+            o[-2] = -7.0
+            check = c.TensorFastCheck(t, "float32", 1e-4, 1e-3)
+            self.assertFalse(check.passes(t.from_numpy(o), t.from_numpy(r)))
+            self.assertTrue(check.passes(t.from_numpy(r.copy()), t.from_numpy(r)))
+            self.assertEqual(c.largest_finite_magnitude_tensor(t, t.from_numpy(r)), 7.0)
+        finally:
+            c.TENSOR_CHUNK = saved
+
 
 DEFINITION = {
     "axes": {"M": {"type": "var"}, "N": {"type": "const", "value": 64},

@@ -16,9 +16,19 @@ struct Setup {
 impl Setup {
     /// The tiny softmax task, with its seed kernel (evaluated first) or without.
     fn new(with_seed: bool) -> Setup {
+        Setup::timed(
+            with_seed,
+            "trials = 2\niterations = 15\nmin_iterations = 5\nmax_timing_s = 0.3",
+        )
+    }
+
+    /// The same with these `[evaluation]` settings (how long each evaluation takes).
+    fn timed(with_seed: bool, evaluation: &str) -> Setup {
         let task = copy_fixture("tiny_softmax");
-        let toml = "[evaluation]\ntrials = 2\niterations = 15\nmin_iterations = 5\nmax_timing_s = 0.3\n\n\
-                    [tolerance.float32]\natol = 1e-7\nrtol = 1e-4\n\n[kernel]\nlanguage = \"c\"\nentry = \"softmax\"\n";
+        let toml = format!(
+            "[evaluation]\n{evaluation}\n\n[tolerance.float32]\natol = 1e-7\nrtol = 1e-4\n\n\
+             [kernel]\nlanguage = \"c\"\nentry = \"softmax\"\n"
+        );
         let seed = if with_seed { "seed = \"seed.c\"\n" } else { "" };
         std::fs::write(task.path().join("task.toml"), format!("{toml}{seed}")).unwrap();
         Setup {
@@ -294,7 +304,13 @@ fn evaluating_where_the_tasks_gpu_is_absent_is_refused() {
 
 #[test]
 fn kill_9_during_evaluate_loses_nothing_and_records_nothing_twice() {
-    let setup = Setup::new(true);
+    // Evaluations long enough (several seconds each: more trials, a longer timing budget) that
+    // the kills below land while `evaluate` runs even on a fast, idle machine; with the default
+    // settings an evaluation could finish before the first delays and the test found too few.
+    let setup = Setup::timed(
+        true,
+        "trials = 4\niterations = 400\nmin_iterations = 100\nmax_timing_s = 1.0",
+    );
     let run = setup.work.path().join("k");
     let dir = run.to_str().unwrap();
     assert_eq!(setup.start(&run, &["--executor", "deferred"]).code, 0);
