@@ -8,6 +8,7 @@ in. Runs on MLX's CPU device too (the copy is an ordinary MLX operation there).
 """
 
 import unittest
+import unittest.mock
 
 import numpy as np
 
@@ -75,6 +76,38 @@ class DeviceCopy(unittest.TestCase):
         off = self.mem.MlxMemory(mx, spec=None, reference_on_device=True, on_gpu=False)
         plain = off.upload(host, Tensor())
         self.assertEqual(np.array(plain).tobytes(), host.tobytes())
+
+    def test_inputs_on_a_gpu_are_new_buffers_not_the_hosts_donated(self):
+        # MLX hands an elementwise result the buffer of an operand nothing else holds; the host
+        # array must still be held when its copy runs, or the "copy" is the host-written buffer
+        # itself (managed memory on MLX's CUDA backend). Buffers compared by address (CPU MLX).
+        mx = self.mx
+        made = []
+        real_copy = self.mem.device_copy
+
+        def recording_copy(mx_, array):
+            made.append(_address(array))  # the host array's buffer
+            return real_copy(mx_, array)
+
+        class Tensor:
+            dtype_name = "float16"
+
+        class Spec:
+            inputs = [Tensor(), Tensor()]
+
+        mem = self.mem.MlxMemory(mx, Spec(), reference_on_device=True, on_gpu=True)
+        hosts = [np.random.default_rng(i).standard_normal(1 << 16).astype(np.float16)
+                 for i in range(2)]
+        with unittest.mock.patch.object(self.mem, "device_copy", recording_copy):
+            arrays = mem.inputs(hosts)
+        self.assertEqual(len(made), 2)
+        for host, a in zip(hosts, arrays):
+            self.assertEqual(np.array(a).tobytes(), host.tobytes())
+            self.assertNotIn(_address(a), made)
+
+
+def _address(array):
+    return np.asarray(array).__array_interface__["data"][0]
 
 
 if __name__ == "__main__":

@@ -6,11 +6,12 @@ Why. On MLX's CUDA backend (0.32) one buffer cache holds two kinds of memory: de
 array made from NumPy gets, and what a device buffer becomes once the host reads it). A request
 for either kind takes any cached buffer of a fitting size. The harness touches buffers on the
 host on every call (fresh inputs from NumPy, outputs copied back for the comparison), so the
-cache fills with managed buffers whose pages sit on the host, and the next timed call's outputs
-land in them: the kernel then faults every page across inside its own timed interval. Measured
-on the H200 (bench/results/raw-2026-12-02-session10/probe.txt): mx.fast.scaled_dot_product_attention
-at L=1024 read 174 us on inputs made on the device and 368 us on inputs made from NumPy and
-copied once on the device, the extra ~0.2 ms being its 8 MiB output written into such a buffer.
+cache fills with managed buffers whose pages sit on the host, and a later device request (a
+timed call's outputs, or the device copy of an input, memory.py) can land in one of them, so the
+kernel works on managed memory instead of device memory. On its own this setting changed nothing
+measurable in session 11's probe (bench/results/raw-2026-12-02-session11/probe.txt), because the
+inputs' device copies were then donated host buffers anyway (memory.py, "Residency"); it keeps a
+device copy from landing in a recycled managed buffer once that is fixed.
 
 What. MLX's own cache is turned off (`mx.set_cache_limit(0)`): a freed buffer goes back to CUDA
 at once, so a managed buffer is never reused by a kernel. Device buffers then come from CUDA's

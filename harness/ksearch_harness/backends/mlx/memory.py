@@ -24,7 +24,11 @@ first mlx_attention search on the H200 (session 8) flash-attention candidates wh
 1.3 ms at L=4096 in a plain MLX process read 11-13 ms, with 30-40% spread, and the seed 64.5 ms
 against 49.5 (bench/mlx_timing_probe.py). So on a GPU an upload is copied once more by a kernel
 (`device_copy`, bit for bit) and the host-written array is dropped: what a timed call reads was
-last written on the device, as in a model where inputs come from the layer before.
+last written on the device, as in a model where inputs come from the layer before. The copy is
+evaluated while the host array is still referenced: else MLX donates the host array's buffer to
+the copy (an elementwise result takes over an operand nothing else holds), and until session 11
+that is what happened, so inputs stayed in managed memory and sdpa at L=1024 read 327-363 us on
+them against 164 on inputs made on the device (bench/results/raw-2026-12-02-session11/probe.txt).
 Buffers the host touched can still come back through MLX's buffer cache as a timed call's
 outputs; allocator.py keeps them out of it on MLX's CUDA backend.
 
@@ -118,7 +122,12 @@ class MlxMemory:
         if tensor.dtype_name == "bfloat16":
             return array.astype(self.mx.bfloat16)  # written by a kernel already
         if self.on_gpu:
-            return device_copy(self.mx, array)  # see the module's notes: residency
+            # Evaluated here, while `array` is still referenced: MLX donates an operand's buffer
+            # to the result when nothing else holds it, and the copy would then be the
+            # host-written managed buffer itself (see the module's notes: residency).
+            copy = device_copy(self.mx, array)
+            self.mx.eval(copy)
+            return copy
         return array
 
     def inputs(self, values):
