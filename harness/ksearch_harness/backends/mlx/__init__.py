@@ -21,7 +21,7 @@ from ...definition import Spec
 from ...errors import SetupError, TaskError
 from ..base import Backend as Base
 from ..common import pyloader
-from . import allocator, build, timing
+from . import build, timing
 from . import spec as mlx_spec
 from .build import candidate_at  # noqa: F401 - for the bench scripts, with load_callable
 from .memory import MlxMemory
@@ -62,7 +62,6 @@ class Backend(Base):
         self.mx = None
         self.dialect = None
         self.on_gpu = False
-        self.allocator_note = None  # allocator.py: what was set for timing on this device
         self.mem = None
         self._request = None
         self._spec = None      # mlx_spec.KernelSpec or LauncherSpec, after build
@@ -127,7 +126,6 @@ class Backend(Base):
                 mx.set_default_device(mx.cpu)
         else:
             mx.set_default_device(mx.cpu)
-        self.allocator_note = allocator.configure(mx, self.dialect, self.on_gpu)
 
     def describe(self):
         mx = self.mx
@@ -139,8 +137,7 @@ class Backend(Base):
         return {"kind": "mlx", "mlx": mx.__version__, "dialect": self.dialect,
                 "device": "gpu" if self.on_gpu else "cpu", "name": info.get("device_name"),
                 "architecture": info.get("architecture"),
-                "memory_bytes": info.get("memory_size") or info.get("total_memory"),
-                "allocator": self.allocator_note}
+                "memory_bytes": info.get("memory_size") or info.get("total_memory")}
 
     def memory(self, spec, reference):
         self.mem = MlxMemory(self.mx, spec, reference.mlx is not None, self.on_gpu)

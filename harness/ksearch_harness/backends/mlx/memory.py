@@ -29,9 +29,6 @@ evaluated while the host array is still referenced: else MLX donates the host ar
 the copy (an elementwise result takes over an operand nothing else holds), and until session 11
 that is what happened, so inputs stayed in managed memory and sdpa at L=1024 read 327-363 us on
 them against 164 on inputs made on the device (bench/results/raw-2026-12-02-session11/probe.txt).
-Buffers the host touched can still come back through MLX's buffer cache as a timed call's
-outputs; allocator.py keeps them out of it on MLX's CUDA backend.
-
 The L2 flush: before each timed call (timing.py) a 256 MiB buffer is read and written on the
 device (`flush_l2`), which evicts the GPU's last-level cache (the H200's 50 MiB L2, an Apple
 GPU's system-level cache).

@@ -1,4 +1,4 @@
-"""The mlx backend's allocator setting on MLX's CUDA backend (backends/mlx/allocator.py): MLX's
+"""bench/mlx_cache_off.py, the timing probe's allocator experiment on MLX's CUDA backend: MLX's
 buffer cache is turned off only once CUDA's pool has been told to keep its memory, never on
 Metal or the CPU, and every way the driver call can fail is a note naming the step, not an
 error. The driver itself is only on a GPU machine (bench/mlx_timing_probe.py measures the
@@ -6,9 +6,14 @@ effect there); here the driver library is a stand-in object, the loader's failur
 """
 
 import ctypes
+import importlib.util
+import os
 import unittest
 
-from ksearch_harness.backends.mlx import allocator
+_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "mlx_cache_off.py")
+_SPEC = importlib.util.spec_from_file_location("mlx_cache_off", _PATH)
+allocator = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(allocator)
 
 
 class RecordingMlx:

@@ -1,5 +1,8 @@
-"""How the mlx backend sets MLX's allocator on its CUDA backend, so that a timed call does not
-fault in pages that the host touched.
+"""An experiment of bench/mlx_timing_probe.py: MLX's buffer cache off on its CUDA backend, with
+CUDA's default pool keeping its memory, so that no device request lands in a buffer the host
+touched. The harness applied this for one session (11) and dropped it: the probe measured no
+gain, and with the cache off every intermediate of an MLX reference (2 GiB of scores in
+mlx_attention's) is allocated inside its timed call (bench/results/searches.md, Session 11).
 
 Why. On MLX's CUDA backend (0.32) one buffer cache holds two kinds of memory: device buffers
 (cudaMallocAsync, what a kernel's outputs get) and managed buffers (cudaMallocManaged, what an
@@ -22,7 +25,7 @@ holds. The threshold is set through the CUDA driver (libcuda, present wherever t
 that cannot be done, MLX's cache is left as it is and the note says why, since an empty cache
 over a pool that unmaps memory would be worse than the faults.
 
-Apple GPUs have truly unified memory (no pages move), so this is done for the cuda dialect only.
+Apple GPUs have truly unified memory (no pages move), so this is for the cuda dialect only.
 """
 
 import ctypes
