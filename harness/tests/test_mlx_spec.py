@@ -161,6 +161,9 @@ class BadSpecs(unittest.TestCase):
                   pattern=r"metal\.shared_memory: unknown key \(shared_memory belongs to the cuda")
         self.edit("[cuda]", "[cuda]\natomic_outputs = true",
                   pattern=r"cuda\.atomic_outputs: unknown key \(atomic_outputs belongs to the metal")
+        self.edit("threadgroup = [64]", "threadgroup = [64]\nshared_memory = 4096",
+                  pattern=r"launch\.toml: shared_memory: unknown key \(shared_memory belongs in "
+                          r"the \[cuda\] section: cuda\.shared_memory\)")
 
     def test_bodies(self):
         self.fails({"launch.toml": "grid = [1]\nthreadgroup = [1]\n"},

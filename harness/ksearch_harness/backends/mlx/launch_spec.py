@@ -260,7 +260,12 @@ def kernel_spec(file, table, files, definition, dialect, symbol):
     """Check a launch spec's table fully and select `dialect`'s section."""
     unknown = sorted(set(table) - _TOP_KEYS)
     if unknown:
-        raise Problem(file, unknown[0], f"unknown key; expected {', '.join(sorted(_TOP_KEYS))}")
+        key = unknown[0]
+        # A dialect's own key written at the top level (an agent-mode brain lost a round to
+        # `shared_memory = ...` there): say which section takes it.
+        home = next((d for d in DIALECTS if key in _ONLY[d]), None)
+        hint = f" ({key} belongs in the [{home}] section: {home}.{key})" if home else ""
+        raise Problem(file, key, f"unknown key{hint}; expected {', '.join(sorted(_TOP_KEYS))}")
     axes = list(definition.const) + list(definition.var)
     sections = {}
     for d in DIALECTS:
