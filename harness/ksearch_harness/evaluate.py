@@ -7,7 +7,8 @@ timing pairs.
 
 One correctness trial: draw fresh inputs and keep a pristine copy; poison fresh outputs; call
 the candidate on its own copy; take its outputs as the call left them; compare its inputs with
-the pristine copy; only then run the reference on a fresh clone; compare the outputs.
+the pristine copy; only then run the reference on the pristine copy, which nothing reads after
+(its own: the candidate never had it); compare the outputs.
 
 Once the candidate is loaded it shares this process, so an exception that follows (the
 reference raising, MemoryError anywhere) fails the workload as the candidate's runtime_error.
@@ -85,7 +86,11 @@ class _Context:
 class _Keeper:
     """Keeps the arrays of a workload's earlier trials alive, so later draws get new addresses.
 
-    The previous workload's arrays are let go only after the next workload's first draw.
+    The previous workload's arrays are let go only after the next workload's first draw. Only
+    the arrays the candidate is given (its inputs and outputs) are held: the pristine copies,
+    the reference's inputs and the timing pools are never passed to it, so their addresses
+    need not stay taken, and holding them cost a whole copy each per trial (a 7 GiB input
+    and output held ~19 copies and ran the H200 out of memory).
     """
 
     def __init__(self):
@@ -94,6 +99,12 @@ class _Keeper:
     def hold(self, index, arrays):
         self._held.append((index, arrays))
         self._held = [(i, a) for i, a in self._held if i == index]
+
+    def let_go(self):
+        """Drop what is held (before the timing stage: its checks need no address of the
+        correctness trials kept taken; a result cached by address is still caught there, as
+        every timing call gets contents no trial had and is compared with the reference)."""
+        self._held = []
 
 
 def evaluate(request, channel, environment):
@@ -312,7 +323,7 @@ def _check_and_time(ctx, backend, channel, index, workload, record, phase):
         pristine = ctx.maker.draw(index, workload, trial, axes)
         mine = mem.inputs(pristine)
         outputs = mem.outputs(shapes, spec.outputs)
-        ctx.keeper.hold(index, (pristine, mine, outputs))
+        ctx.keeper.hold(index, (mine, outputs))  # what the candidate sees (see _Keeper)
         raw = mem.run(kernel.bind(mine, outputs))
         if ctx.sanitizer:
             ctx.sanitizer.check(f"correctness trial {trial}")
@@ -340,6 +351,10 @@ def _check_and_time(ctx, backend, channel, index, workload, record, phase):
 
     phase[0] = "timing"
     channel.progress("timing", index)
+    # The correctness trials' arrays go before the timing stage allocates its own: kept into
+    # it they were ~10 of the ~19 copies of a 7 GiB input and output that ran out of memory.
+    del pristine, mine, outputs, taken
+    ctx.keeper.let_go()
     session = TimingSession(ctx, kernel, index, workload, axes, shapes, phase)
     try:
         record["timing"] = backend.time_pairs(session, ctx.timing)
@@ -349,12 +364,16 @@ def _check_and_time(ctx, backend, channel, index, workload, record, phase):
 
 
 def _run_reference(ctx, inputs, shapes, where, guard=True):
-    clone = ctx.mem.reference_inputs(inputs)
+    # Every caller hands over inputs it reads no more (the candidate has its own copies, and
+    # they have been checked), so the reference may run on them (`owned`) instead of on one
+    # more whole copy.
+    clone = ctx.mem.reference_inputs(inputs, owned=True)
     raw = ctx.reference.call(ctx.reference.arguments(clone), where)
+    refs = []
     try:
         refs = ctx.ops.reference_outputs(ctx.reference, raw, shapes, where)
     finally:
-        ctx.mem.release_reference(raw)
+        ctx.mem.release_reference(raw, kept=refs)
     del raw, clone
     if guard:
         for t, ref in zip(ctx.spec.outputs, refs):

@@ -188,12 +188,13 @@ class MlxMemory:
             return changed_text(t.name, changed, n)
         return None
 
-    def reference_inputs(self, values):
+    def reference_inputs(self, values, owned=False):
         if self.reference_on_device:
             return self.inputs(values)
-        return [clone(v) for v in values]
+        # Owned: host arrays the caller reads no more (memory.py's HostMemory says why).
+        return list(values) if owned else [clone(v) for v in values]
 
-    def release_reference(self, raw):
+    def release_reference(self, raw, kept=()):
         pass  # MLX arrays cannot be overwritten in place; see the module's notes
 
     def feed_buffers(self, feed, for_reference=False):

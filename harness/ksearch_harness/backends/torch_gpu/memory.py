@@ -2,9 +2,11 @@
 device, describing it and reading its errors: device.py).
 
 On a CUDA device everything stays on the device: inputs are drawn there with a seeded torch
-generator (inputs.py), the candidate's copies and the reference's clones are device copies,
-outputs are poisoned there, and the comparison (compare.py's tensor functions: the CPU's rules,
-element for element) runs there, so only a handful of scalars per check cross to the host.
+generator (inputs.py), the candidate's copies and the reference's inputs (a trial's pristine
+draw once the candidate's inputs are checked; the timing stage's own buffers) are separate
+device allocations, outputs are poisoned there, and the comparison (compare.py's tensor
+functions: the CPU's rules, element for element) runs there, so only a handful of scalars per
+check cross to the host.
 bfloat16 is compared exactly as its widened values. A NumPy reference still gets host arrays
 (copied from the device draws) and its results are copied to the device for the comparison. On
 a CPU device (the python backend with a CPU-only torch) the host path is the CPU's: NumPy draws
@@ -154,8 +156,15 @@ class TorchMemory:
             return changed_text(t.name, changed, n)
         return None
 
-    def reference_inputs(self, values):
+    def reference_inputs(self, values, owned=False):
         if self.reference_on_device:
+            if owned:
+                # The caller's pristine draw, read no more once the candidate's inputs are
+                # checked: device tensors are passed as they are (a clone was one more whole
+                # copy of every input at the correctness trials' peak); host arrays uploaded.
+                torch = self.torch
+                return [v if isinstance(v, torch.Tensor) else self.upload(v, t)
+                        for v, t in zip(values, self.spec.inputs)]
             return self.inputs(values)
         torch = self.torch
         return [to_host(torch, v) if isinstance(v, torch.Tensor) else clone(v) for v in values]
@@ -170,13 +179,17 @@ class TorchMemory:
                 self._gate_note = "not a CUDA device"
         return self._gate, self._gate_note
 
-    def release_reference(self, raw):
+    def release_reference(self, raw, kept=()):
         """Poison the reference's device results once copied (host copies are scrubbed by the
-        caller); tensors on the CPU may share memory with those host copies, so not them."""
+        caller); tensors on the CPU may share memory with those host copies, so not them.
+        `kept`: the results DeviceOps.reference_outputs handed on as they are (not copied);
+        the caller scrubs those once compared, so whatever shares their memory is left."""
         if not self.is_cuda:
             return
+        handed_on = {_storage(k) for k in kept if isinstance(k, self.torch.Tensor)}
         for value in _tensors(self.torch, raw):
-            if value.device.type == "cuda" and value.numel():
+            if value.device.type == "cuda" and value.numel() and \
+                    _storage(value) not in handed_on:
                 try:
                     poison_tensor(self.torch, value.detach())
                 except RuntimeError:
@@ -259,8 +272,9 @@ class DeviceOps:
                 if t.is_complex():
                     raise TaskError("reference", f"the reference's output '{name}' has dtype "
                                                  f"{t.dtype}, not a real number ({where})")
-                # A copy: release_reference poisons what the reference returned right away.
-                t = t.to(mem.device) if t.device != mem.device else t.clone()
+                # Not copied on its own device (a clone was one more whole copy of every output
+                # at the peak): release_reference leaves it (`kept`), the caller scrubs it.
+                t = t.to(mem.device) if t.device != mem.device else t
             else:
                 array = np.asarray(value)
                 if array.dtype.kind not in "fiub":
@@ -297,6 +311,11 @@ def to_host(torch, tensor):
     if t.dtype == torch.bool:
         return t.view(torch.uint8).cpu().numpy().view(np.bool_).copy()
     return np.array(t.cpu().numpy(), copy=True)
+
+
+def _storage(t):
+    """The address of the memory a tensor views (shared by every view of it)."""
+    return t.untyped_storage().data_ptr()
 
 
 def _bytes(torch, t):
