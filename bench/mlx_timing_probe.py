@@ -14,9 +14,10 @@ host), four device-made sets cycled (no allocation, no host work), and the host 
 column done before each call while the call itself runs on the device-made inputs.
 Session 11 found MLX donating the host array's buffer to the copy when nothing else holds the
 host array, so the copy columns are split: host arrays dropped before the copies run (what the
-harness did until then) and held until the copies are evaluated (what it does now). The last
-column also reads each result back to NumPy after its timed interval, as the harness does; the whole second table is then printed again after bench/mlx_cache_off.py's setting (MLX's
-buffer cache off, CUDA's pool keeping its memory).
+harness did until then) and held until the copies are evaluated (what it does now). The fifth
+column also reads each result back to NumPy after its timed interval, as the harness does. The
+whole second table is then printed again after bench/mlx_cache_off.py's setting (MLX's buffer
+cache off, CUDA's pool keeping its memory).
 
 Usage: python3 bench/mlx_timing_probe.py [--iters N] [SPEC.toml ...]
 (mlx_attention candidate specs, e.g. tasks/mlx_attention/seed.toml; without any, sdpa alone, which
@@ -126,8 +127,8 @@ def main():
     # without the harness's device_copy, against inputs made on the device once.
     sys.path.insert(0, "harness")
     fresh_inputs_table(shapes, "MLX's allocator as it is", flush_new, a.iters)
-    # The same after bench/mlx_cache_off.py's setting: MLX's buffer
-    # cache off, CUDA's default pool keeping its memory. Global state, so it comes last.
+    # The same after bench/mlx_cache_off.py's setting: MLX's buffer cache off, CUDA's default
+    # pool keeping its memory. Global state, so it comes last.
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import mlx_cache_off as allocator
     dialect = "cuda" if getattr(getattr(mx, "cuda", None), "is_available", lambda: False)() \

@@ -365,16 +365,15 @@ def _check_and_time(ctx, backend, channel, index, workload, record, phase):
 
 def _run_reference(ctx, inputs, shapes, where, guard=True):
     # Every caller hands over inputs it reads no more (the candidate has its own copies, and
-    # they have been checked), so the reference may run on them (`owned`) instead of on one
-    # more whole copy.
-    clone = ctx.mem.reference_inputs(inputs, owned=True)
-    raw = ctx.reference.call(ctx.reference.arguments(clone), where)
+    # they have been checked), so the reference runs on them instead of on one more copy.
+    given = ctx.mem.reference_inputs(inputs)
+    raw = ctx.reference.call(ctx.reference.arguments(given), where)
     refs = []
     try:
         refs = ctx.ops.reference_outputs(ctx.reference, raw, shapes, where)
     finally:
         ctx.mem.release_reference(raw, kept=refs)
-    del raw, clone
+    del raw, given
     if guard:
         for t, ref in zip(ctx.spec.outputs, refs):
             atol = ctx.tolerances[t.name][0]

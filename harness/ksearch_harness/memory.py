@@ -11,9 +11,8 @@ steps differ (each backend's memory.py says which object it uses):
   run(call)                   call the candidate and wait until its work is finished
   take(results, into)         host copies of what the candidate produced
   changed_input(spec, p, m)   a reason when the candidate changed its inputs, else None
-  reference_inputs(values, owned)  the reference's own copies, where the reference runs
-                              (owned: the caller reads `values` no more, so host arrays are
-                              passed as they are instead of cloned)
+  reference_inputs(values)    the reference's inputs, where the reference runs, from values
+                              the caller reads no more (host arrays passed as they are)
   release_reference(raw, kept)  poison what the reference returned before it is freed (not
                               `kept`: the results handed on, which the caller scrubs)
   feed_buffers(feed, for_reference)  input buffers of the timing stage (the candidate's or
@@ -94,10 +93,10 @@ class HostMemory:
     def changed_input(self, spec, pristine, mine):
         return changed_input(spec, pristine, mine)
 
-    def reference_inputs(self, values, owned=False):
-        # Owned: evaluate.py's pristine copy, read no more once the candidate's inputs are
-        # checked; a clone would be one more whole copy of every input.
-        return list(values) if owned else [clone(v) for v in values]
+    def reference_inputs(self, values):
+        # evaluate.py's pristine copy, read no more once the candidate's inputs are checked; a
+        # clone would be one more whole copy of every input.
+        return list(values)
 
     def release_reference(self, raw, kept=()):
         pass  # the reference's arrays are the host copies evaluate.py scrubs

@@ -39,7 +39,7 @@ import math
 import numpy as np
 
 from ...errors import CandidateError
-from ...memory import changed_text, clone
+from ...memory import changed_text
 
 FLUSH_BYTES = 256 << 20
 
@@ -188,11 +188,10 @@ class MlxMemory:
             return changed_text(t.name, changed, n)
         return None
 
-    def reference_inputs(self, values, owned=False):
+    def reference_inputs(self, values):
         if self.reference_on_device:
             return self.inputs(values)
-        # Owned: host arrays the caller reads no more (memory.py's HostMemory says why).
-        return list(values) if owned else [clone(v) for v in values]
+        return list(values)  # host arrays the caller reads no more (memory.py's HostMemory)
 
     def release_reference(self, raw, kept=()):
         pass  # MLX arrays cannot be overwritten in place; see the module's notes

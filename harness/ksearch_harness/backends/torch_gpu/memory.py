@@ -24,7 +24,7 @@ import numpy as np
 
 from ... import compare, dtypes
 from ...errors import CandidateError, TaskError
-from ...memory import changed_text, clone
+from ...memory import changed_text
 from . import gate as gpu_gate
 from .device import first_line, is_device_error, torch_dtype
 
@@ -156,18 +156,16 @@ class TorchMemory:
             return changed_text(t.name, changed, n)
         return None
 
-    def reference_inputs(self, values, owned=False):
-        if self.reference_on_device:
-            if owned:
-                # The caller's pristine draw, read no more once the candidate's inputs are
-                # checked: device tensors are passed as they are (a clone was one more whole
-                # copy of every input at the correctness trials' peak); host arrays uploaded.
-                torch = self.torch
-                return [v if isinstance(v, torch.Tensor) else self.upload(v, t)
-                        for v, t in zip(values, self.spec.inputs)]
-            return self.inputs(values)
+    def reference_inputs(self, values):
+        # The caller's pristine draw, read no more once the candidate's inputs are checked:
+        # device tensors are passed as they are (a clone was one more whole copy of every input
+        # at the correctness trials' peak), host arrays uploaded for a device reference and
+        # device tensors copied to the host for a host one.
         torch = self.torch
-        return [to_host(torch, v) if isinstance(v, torch.Tensor) else clone(v) for v in values]
+        if self.reference_on_device:
+            return [v if isinstance(v, torch.Tensor) else self.upload(v, t)
+                    for v, t in zip(values, self.spec.inputs)]
+        return [to_host(torch, v) if isinstance(v, torch.Tensor) else v for v in values]
 
     def gate(self):
         """(gpu_gate.Gate, None) or (None, why not): made once, at the first timing."""
