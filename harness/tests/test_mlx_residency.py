@@ -106,6 +106,82 @@ class DeviceCopy(unittest.TestCase):
             self.assertNotIn(_address(a), made)
 
 
+@requires_mlx()
+class DevicePools(unittest.TestCase):
+    """On a GPU the timing feed's pools are uploaded once per workload and each call gets a
+    device copy of its window (backends/mlx/memory.py, "Timing inputs on a GPU"); on MLX's CPU
+    device with on_gpu=True the same path runs."""
+
+    def setUp(self):
+        import mlx.core as mx
+
+        from ksearch_harness import inputs as host_inputs
+        from ksearch_harness.backends.mlx import memory as mlx_memory
+        self.mx, self.mem, self.host = mx, mlx_memory, host_inputs
+
+    def feed(self):
+        class Tensor:
+            def __init__(self, name, dtype, scalar=False):
+                self.name, self.dtype_name, self.dtype, self.is_scalar = name, dtype, np.dtype(
+                    "float32" if dtype == "bfloat16" else dtype), scalar
+
+        rng = np.random.default_rng(7)
+        x = Tensor("x", "float16")
+        w = self.host._Window(x, (4, 8), rng.standard_normal(32 + 21).astype(np.float16), 21)
+        w.offsets = np.array([0, 5, 21, 13])
+        b = Tensor("b", "bfloat16")
+        wb = self.host._Window(b, (2, 3), rng.standard_normal(6 + 9).astype(np.float32), 9)
+        wb.offsets = np.array([9, 1, 4, 0])
+        table = self.host._Fixed(Tensor("table", "int32"), np.arange(12, dtype=np.int32).reshape(3, 4))
+        scale = self.host._Fixed(Tensor("scale", "float32", scalar=True), 0.5)
+        return self.host.Feed([w, wb, table, scale])
+
+    def test_each_call_gets_its_window_from_pools_uploaded_once(self):
+        mx = self.mx
+        feed = self.feed()
+        mem = self.mem.MlxMemory(mx, spec=None, reference_on_device=True, on_gpu=True)
+        uploads = []
+        real_upload = mem.upload
+
+        def counting_upload(value, tensor):
+            uploads.append(tensor.name)
+            return real_upload(value, tensor)
+
+        mem.upload = counting_upload
+        mine = mem.feed_buffers(feed)
+        theirs = mem.feed_buffers(feed, for_reference=True)
+        self.assertEqual(sorted(uploads), ["b", "table", "x"], "one upload per pool, shared")
+        seen = []
+        for k in range(4):
+            for buffers in (mine, theirs):
+                values = mem.fill(feed, k, buffers)
+                expected = feed.expected(k)
+                self.assertEqual(np.array(values[0]).tobytes(), expected[0].tobytes())
+                bf = np.array(values[1].astype(mx.float32))
+                self.assertEqual(bf.tobytes(),
+                                 np.array(mx.array(expected[1]).astype(mx.bfloat16)
+                                          .astype(mx.float32)).tobytes())
+                self.assertEqual(np.array(values[2]).tobytes(), expected[2].tobytes())
+                self.assertEqual(values[3], 0.5)
+                seen.append(_address(values[0]))
+        self.assertEqual(sorted(uploads), ["b", "table", "x"], "no upload per call")
+        # Each call's array is a new one written on the device, not the pool itself.
+        pool = _address(mine.pools[0].array)
+        self.assertNotIn(pool, seen)
+        # A new feed (the next workload) gets its own pools.
+        other = self.feed()
+        mem.feed_buffers(other)
+        self.assertEqual(len(uploads), 6)
+
+    def test_without_a_gpu_calls_are_uploaded_per_call(self):
+        mem = self.mem.MlxMemory(self.mx, spec=None, reference_on_device=True, on_gpu=False)
+        feed = self.feed()
+        buffers = mem.feed_buffers(feed)
+        self.assertEqual(buffers, [None] * 4)
+        values = mem.fill(feed, 2, buffers)
+        self.assertEqual(np.array(values[0]).tobytes(), feed.expected(2)[0].tobytes())
+
+
 def _address(array):
     return np.asarray(array).__array_interface__["data"][0]
 

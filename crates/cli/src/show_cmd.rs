@@ -174,6 +174,7 @@ pub(crate) fn show_json(run_dir: &Path) -> anyhow::Result<serde_json::Value> {
                 "status": c.result.as_ref().map(|r| r.status.clone()), "speedup": c.speedup(),
                 "reason": c.result.as_ref().and_then(|r| r.reason.as_ref()).map(|r| clip(r, 300)),
                 "final_speedup": c.final_result.as_ref().and_then(|r| r.speedup),
+                "remeasured_speedups": c.remeasured.iter().map(|r| r.speedup).collect::<Vec<_>>(),
                 "resources": c.result.as_ref().map(|r| r.resources.clone()).unwrap_or_default(),
                 "workloads": workloads,
                 "device": v.device_of.get(&c.id),
@@ -408,6 +409,21 @@ fn candidate_lines(e: &Engine, c: &Candidate, how: &str, parent: Option<i64>, de
             out.push(format!("      resources: {resources}"));
         }
     }
+    // Re-measured as the run's best (docs/engine.md, "Re-measuring a noisy best"): each one, and
+    // whether the engine decides with it (then the verdict and times above are its).
+    for (i, r) in c.remeasured.iter().enumerate() {
+        let used = if c.result.as_ref() == Some(r) {
+            " (the measurement used)"
+        } else {
+            ""
+        };
+        let harness = r
+            .harness
+            .as_deref()
+            .map(|h| format!(", harness {h}"))
+            .unwrap_or_default();
+        out.push(format!("      re-measured {}{harness}{used}: {}", i + 1, verdict(r)));
+    }
     out
 }
 
@@ -435,6 +451,7 @@ mod tests {
             suspicious: None,
             resources: vec![],
             profile: None,
+            harness: None,
         }
     }
 
@@ -525,5 +542,31 @@ mod tests {
         assert!(lines.contains("change: vectorised"), "{lines}");
         assert!(lines.contains("error: compilation failed:"), "{lines}");
         assert!(lines.contains("kernel.c:2:1: error: expected ';'"), "{lines}");
+    }
+
+    #[test]
+    fn show_lists_the_bests_re_measurements_and_which_one_is_used() {
+        let insert = |id: &str| {
+            json!({"op": "insert_node", "node": {"node_id": id, "parent_id": "root", "decision": "d", "choice": id,
+                "overall_rating": 5, "confidence": 0.5,
+                "action": {"title": "t", "difficulty": 1, "score": 0.5}}})
+        };
+        let plan = json!({"ops": [insert("a"), insert("b"), insert("c")]}).to_string();
+        // The seed measured by harness 0.2.0, the next candidate by 0.3.0 at the same speed: the
+        // seed is measured again by 0.3.0 before the two are compared.
+        let by = |us: f64, v: &str| EvalSummary {
+            harness: Some(v.into()),
+            ..measured(us)
+        };
+        let same = || "DESCRIPTION: same\n```c kernel.c\nsame\n```".to_string();
+        let mut evaluations = vec![by(100.0, "0.2.0"), by(80.0, "0.3.0"), by(79.0, "0.3.0")];
+        evaluations.extend((0..8).map(|_| by(80.0, "0.3.0")));
+        let e = run(vec![plan, same(), same(), same()], evaluations);
+        let lines = attempt_lines(&e, &HashMap::new()).join("\n");
+        assert!(
+            lines.contains("re-measured 1, harness 0.3.0 (the measurement used): passed, 1.27x the reference"),
+            "{lines}"
+        );
+        assert_eq!(e.best().map(|b| b.id), Some(1), "{lines}");
     }
 }

@@ -1052,6 +1052,7 @@ mod tests {
             cycle,
             sources: vec![],
             result: None,
+            remeasured: vec![],
             final_result: None,
             note: note.map(Into::into),
         }

@@ -57,6 +57,7 @@ fn summary(status: &str, speedup: Option<f64>, resources: Vec<KernelResources>) 
         suspicious: None,
         resources,
         profile: None,
+        harness: None,
     }
 }
 

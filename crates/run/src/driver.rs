@@ -52,16 +52,25 @@ pub(crate) struct Driver<'a> {
     pub profile: bool,
 }
 
+/// What an evaluation was: see [`evaluation_key`].
+pub type EvaluationKey = (i64, String, Purpose, usize);
+
 /// Evaluation summaries of a recorded run, keyed by what was evaluated.
-pub type RecordedEvaluations = std::collections::HashMap<(i64, String, bool), EvalSummary>;
+pub type RecordedEvaluations = std::collections::HashMap<EvaluationKey, EvalSummary>;
 
 /// The key of an evaluation: the candidate (its id and its files: two candidates may share files
-/// and still measure differently) and whether it was the final re-measurement.
-pub fn evaluation_key(candidate_id: i64, sources: &[Source], purpose: Purpose) -> (i64, String, bool) {
+/// and still measure differently), the purpose, and for a re-measurement during the search how
+/// many the candidate had before it (0 otherwise).
+pub fn evaluation_key(engine: &Engine, candidate_id: i64, sources: &[Source], purpose: Purpose) -> EvaluationKey {
+    let earlier = match purpose {
+        Purpose::Remeasure => engine.candidate(candidate_id).map_or(0, |c| c.remeasured.len()),
+        Purpose::Search | Purpose::Final => 0,
+    };
     (
         candidate_id,
         serde_json::to_string(sources).unwrap_or_default(),
-        purpose == Purpose::Final,
+        purpose,
+        earlier,
     )
 }
 
@@ -82,7 +91,10 @@ pub fn recorded_evaluations(store: &RunStore) -> anyhow::Result<RecordedEvaluati
                 ..
             }) = engine.outstanding(request_id)
             {
-                out.insert(evaluation_key(*candidate_id, sources, *purpose), summary.clone());
+                out.insert(
+                    evaluation_key(&engine, *candidate_id, sources, *purpose),
+                    summary.clone(),
+                );
             }
         }
         engine
@@ -529,7 +541,7 @@ impl<'e> Shared<'e> {
             } => {
                 if let Some(summary) = self
                     .recorded
-                    .and_then(|r| r.get(&evaluation_key(candidate_id, &sources, purpose)))
+                    .and_then(|r| r.get(&evaluation_key(engine, candidate_id, &sources, purpose)))
                 {
                     return Ok(Dispatch::Ready(Box::new(Done::Event(Event::Evaluated {
                         request_id: id,
@@ -546,11 +558,19 @@ impl<'e> Shared<'e> {
                     }))),
                     Ok(solution) => {
                         let mut opts = self.eval_template.clone();
-                        // Every evaluation draws its own inputs, reproducibly from the run's seed.
+                        // Every evaluation draws its own inputs, reproducibly from the run's seed
+                        // (a re-measurement by how many the candidate had before it).
+                        let again = match purpose {
+                            Purpose::Remeasure => {
+                                1 + engine.candidate(candidate_id).map_or(0, |c| c.remeasured.len() as u64)
+                            }
+                            Purpose::Search | Purpose::Final => 0,
+                        };
                         opts.seed = self
                             .run_seed
                             .wrapping_mul(6364136223846793005)
-                            .wrapping_add((candidate_id as u64) << 1 | (purpose == Purpose::Final) as u64);
+                            .wrapping_add((candidate_id as u64) << 1 | (purpose == Purpose::Final) as u64)
+                            .wrapping_add(again << 40);
                         opts.fail_fast = purpose == Purpose::Search;
                         Dispatch::Evaluate(Box::new(EvalJob {
                             request_id: id,

@@ -52,6 +52,7 @@ pub fn summarize(e: &Evaluation) -> EvalSummary {
             .as_ref()
             .filter(|p| p.status == ksearch_eval::profile::ProfileStatus::Profiled)
             .map(ksearch_eval::profile::summary),
+        harness: e.provenance.harness_version.clone(),
     }
 }
 

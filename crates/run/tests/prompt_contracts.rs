@@ -36,6 +36,7 @@ fn prompts(brief: TaskBrief) -> (String, String) {
                     suspicious: None,
                     resources: vec![],
                     profile: None,
+                    harness: None,
                 },
             },
             Request::Plan { id, messages, .. } => {

@@ -170,5 +170,6 @@ fn summary(speedup: f64) -> EvalSummary {
         suspicious: None,
         resources: vec![],
         profile: None,
+        harness: None,
     }
 }

@@ -7,47 +7,6 @@ use common::*;
 use ksearch_search::engine::*;
 use serde_json::json;
 
-/// A kernel's text says how it measures: `TIMES=a,b,c` (medians in us), `IQR=...` (us),
-/// `REF=...` (the reference's medians in us in that evaluation).
-fn measured(text: &str) -> EvalSummary {
-    let list = |key: &str| -> Vec<f64> {
-        text.split(&format!("{key}="))
-            .nth(1)
-            .and_then(|s| s.split_whitespace().next())
-            .map(|s| s.split(',').map(|x| x.parse::<f64>().unwrap()).collect())
-            .unwrap_or_default()
-    };
-    let (times, iqr, reference) = (list("TIMES"), list("IQR"), list("REF"));
-    if times.is_empty() {
-        return summary(text);
-    }
-    let workloads: Vec<WorkloadSummary> = times
-        .iter()
-        .enumerate()
-        .map(|(i, &m)| WorkloadSummary {
-            uuid: format!("w{i}"),
-            status: "passed".into(),
-            speedup: Some(reference[i] / m),
-            median_ns: Some(m * 1e3),
-            iqr_ns: Some(iqr[i] * 1e3),
-            reference_median_ns: Some(reference[i] * 1e3),
-        })
-        .collect();
-    let n = workloads.len() as f64;
-    let speedup = (workloads.iter().map(|w| w.speedup.unwrap().ln()).sum::<f64>() / n).exp();
-    EvalSummary {
-        status: "passed".into(),
-        reason: None,
-        speedup: Some(speedup),
-        relative_noise: Some(times.iter().zip(&iqr).map(|(m, q)| q / m).fold(0.0, f64::max)),
-        workloads,
-        log_tail: String::new(),
-        suspicious: None,
-        resources: vec![],
-        profile: None,
-    }
-}
-
 /// Candidate 4 of the issue, with a noisy small workload.
 const C4: &str = "c4 TIMES=18.8,254,282,1000 IQR=3.8,6,7,30 REF=800,11000,12100,46000";
 /// Candidate 5: faster on every workload, measured while the reference timed a third faster.
@@ -91,7 +50,7 @@ fn run(rule: CompareRule, rest: &'static str) -> (Engine, Vec<Event>) {
                 _ => rest,
             })
         },
-        |s: &[Source]| measured(&s[0].content),
+        |s: &[Source]| timed(&s[0].content),
         500,
     )
 }

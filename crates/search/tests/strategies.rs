@@ -553,6 +553,7 @@ fn the_knob_tuner_serves_the_baselines_too() {
                         suspicious: None,
                         resources: vec![],
                         profile: None,
+                        harness: None,
                     },
                 },
             };

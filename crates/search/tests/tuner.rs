@@ -136,6 +136,7 @@ fn drive(t: &Tuner, config: EngineConfig, noise: f64) -> Engine {
                         suspicious: None,
                         resources: vec![],
                         profile: None,
+                        harness: None,
                     }
                 };
                 Event::Evaluated {

@@ -157,11 +157,7 @@ impl Done {
                     store.add_evaluation(&EvaluationRow {
                         id: None,
                         candidate_id,
-                        purpose: match purpose {
-                            Purpose::Search => "search",
-                            Purpose::Final => "final",
-                        }
-                        .into(),
+                        purpose: purpose.as_str().into(),
                         status: summary.status.clone(),
                         speedup: summary.speedup,
                         record,

@@ -325,6 +325,7 @@ mod tests {
             suspicious: None,
             resources: vec![],
             profile: None,
+            harness: None,
         };
         let evaluated = Event::Evaluated {
             request_id: id,

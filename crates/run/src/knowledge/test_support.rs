@@ -67,6 +67,7 @@ pub(super) fn init_prompt(brief: TaskBrief) -> String {
             suspicious: None,
             resources: vec![],
             profile: None,
+            harness: None,
         };
         engine
             .apply(&Event::Evaluated {

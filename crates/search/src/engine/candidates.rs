@@ -21,8 +21,13 @@ pub struct Candidate {
     pub cycle: u32,
     /// Its source files.
     pub sources: Vec<Source>,
-    /// The evaluation during the search (None until evaluated).
+    /// The measurement the search decides with (None until evaluated): its search evaluation,
+    /// or a re-measurement of it that passed with less noise (see `remeasured`).
     pub result: Option<EvalSummary>,
+    /// Its re-measurements during the search (`Purpose::Remeasure`), in the order taken: the run's
+    /// best measured again because its own noise kept a faster-reading candidate from beating it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remeasured: Vec<EvalSummary>,
     /// The final re-measurement, for the top candidates.
     pub final_result: Option<EvalSummary>,
     /// What the engine has to say about it, shown in the report and, on the cycle's best, to the
@@ -145,6 +150,7 @@ mod tests {
             suspicious: None,
             resources: vec![],
             profile: None,
+            harness: None,
         }
     }
 

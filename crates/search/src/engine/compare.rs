@@ -161,46 +161,72 @@ fn order(gain: f64, noise: f64) -> Order {
     }
 }
 
+/// Per workload uuid: the median and the relative IQR, of the workloads with a usable median.
+fn times(s: &EvalSummary) -> HashMap<String, (f64, f64)> {
+    s.workloads
+        .iter()
+        .filter_map(|w| {
+            let m = w.median_ns.filter(|m| m.is_finite() && *m > 0.0)?;
+            let iqr = w.iqr_ns.filter(|i| i.is_finite() && *i >= 0.0).unwrap_or(0.0);
+            Some((w.uuid.clone(), (m, iqr / m)))
+        })
+        .collect()
+}
+
+/// The workloads both measured, in `a`'s order, each uuid once: (a's median, a's relative IQR,
+/// b's median, b's relative IQR).
+fn pairs(a: &EvalSummary, b: &EvalSummary) -> Vec<(f64, f64, f64, f64)> {
+    let (at, bt) = (times(a), times(b));
+    let mut seen = std::collections::HashSet::new();
+    a.workloads
+        .iter()
+        .filter(|w| seen.insert(w.uuid.as_str()))
+        .filter_map(|w| {
+            let (&(ma, na), &(mb, nb)) = (at.get(&w.uuid)?, bt.get(&w.uuid)?);
+            Some((ma, na, mb, nb))
+        })
+        .collect()
+}
+
+/// `exp(mean ln(1 + x)) - 1`, at least [`MIN_NOISE`]: how the paired rule averages relative IQRs.
+fn mean_noise(relative_iqrs: impl Iterator<Item = f64>) -> Option<f64> {
+    let (sum, n) = relative_iqrs.fold((0.0, 0usize), |(s, n), x| (s + (1.0 + x).ln(), n + 1));
+    (n > 0).then(|| ((sum / n as f64).exp() - 1.0).max(MIN_NOISE))
+}
+
 /// The paired rule over the workloads both measured; `None` when none pair.
 fn paired(a: &EvalSummary, b: &EvalSummary) -> Option<Comparison> {
-    let times = |s: &EvalSummary| -> HashMap<String, (f64, f64)> {
-        s.workloads
-            .iter()
-            .filter_map(|w| {
-                let m = w.median_ns.filter(|m| m.is_finite() && *m > 0.0)?;
-                let iqr = w.iqr_ns.filter(|i| i.is_finite() && *i >= 0.0).unwrap_or(0.0);
-                Some((w.uuid.clone(), (m, iqr / m)))
-            })
-            .collect()
-    };
-    let (at, bt) = (times(a), times(b));
-    let mut log_gain = 0.0;
-    let mut log_noise = 0.0;
-    let mut n = 0usize;
-    // In `a`'s workload order, each uuid once.
-    let mut seen = std::collections::HashSet::new();
-    for w in &a.workloads {
-        if !seen.insert(w.uuid.as_str()) {
-            continue;
-        }
-        let (Some(&(ma, na)), Some(&(mb, nb))) = (at.get(&w.uuid), bt.get(&w.uuid)) else {
-            continue;
-        };
-        log_gain += (mb / ma).ln();
-        log_noise += (1.0 + na.max(nb)).ln();
-        n += 1;
-    }
-    if n == 0 {
-        return None;
-    }
-    let gain = (log_gain / n as f64).exp();
-    let noise = ((log_noise / n as f64).exp() - 1.0).max(MIN_NOISE);
+    let pairs = pairs(a, b);
+    let n = pairs.len();
+    let gain = (pairs.iter().map(|(ma, _, mb, _)| (mb / ma).ln()).sum::<f64>() / n.max(1) as f64).exp();
+    let noise = mean_noise(pairs.iter().map(|(_, na, _, nb)| na.max(*nb)))?;
     Some(Comparison {
         gain,
         noise,
         paired: n,
         order: order(gain, noise),
     })
+}
+
+/// How noisy a measurement is by itself: its relative IQRs averaged over its workloads as the
+/// paired rule averages them (at least [`MIN_NOISE`]); `None` without per-workload times.
+pub fn own_noise(s: &EvalSummary) -> Option<f64> {
+    mean_noise(times(s).into_values().map(|(_, noise)| noise))
+}
+
+/// Whether only `b`'s noise keeps `a` from beating it, under the paired rule: both passed, the
+/// two are within the noise of each other, and `a`'s gain over `b` exceeds the noise of `a`'s
+/// own times on the paired workloads. Measuring `b` again may then settle it; measuring `a`
+/// again would not.
+pub fn held_back_by_noise_of(a: &EvalSummary, b: &EvalSummary) -> bool {
+    let Some(c) = compare(CompareRule::Paired, a, b) else {
+        return false;
+    };
+    if c.order != Order::Within || c.paired == 0 {
+        return false;
+    }
+    let pairs = pairs(a, b);
+    mean_noise(pairs.iter().map(|(_, na, _, _)| *na)).is_some_and(|own| c.gain > 1.0 + own)
 }
 
 /// A key that orders passing results fastest first by `rule`'s point estimate: the log gain of
@@ -247,6 +273,7 @@ mod tests {
             suspicious: None,
             resources: vec![],
             profile: None,
+            harness: None,
         }
     }
 
@@ -306,6 +333,32 @@ mod tests {
         // A real gain beyond the noise is one.
         let fast = measured(&[(90.0, 4.0, 1000.0), (180.0, 8.0, 3000.0), (45.0, 2.0, 400.0)]);
         assert!(beats_by(CompareRule::Paired, &fast, Some(&a)));
+    }
+
+    #[test]
+    fn only_the_other_measurements_noise_holds_a_faster_kernel_back() {
+        // The best: one workload timed with an IQR four times its median (a stalled device).
+        let noisy = measured(&[(100.0, 400.0, 1000.0), (200.0, 4.0, 3000.0)]);
+        // 1.3x faster on both, with 2% IQRs of its own: within the best's noise only.
+        let fast = measured(&[(77.0, 1.5, 1000.0), (154.0, 3.0, 3000.0)]);
+        assert_eq!(
+            compare(CompareRule::Paired, &fast, &noisy).unwrap().order,
+            Order::Within
+        );
+        assert!(held_back_by_noise_of(&fast, &noisy));
+        // Not the other way round: the slower one is held back by nothing.
+        assert!(!held_back_by_noise_of(&noisy, &fast));
+        // A challenger as noisy as its gain is held back by its own noise too.
+        let shaky = measured(&[(77.0, 30.0, 1000.0), (154.0, 60.0, 3000.0)]);
+        assert!(!held_back_by_noise_of(&shaky, &noisy));
+        // Beyond the noise, nothing holds it back: it simply wins.
+        let calm = measured(&[(100.0, 2.0, 1000.0), (200.0, 4.0, 3000.0)]);
+        assert_eq!(compare(CompareRule::Paired, &fast, &calm).unwrap().order, Order::Faster);
+        assert!(!held_back_by_noise_of(&fast, &calm));
+        // Own noise: the geometric mean of 1 + relative IQR, less one.
+        let n = own_noise(&noisy).unwrap();
+        assert!((n - ((5.0f64 * 1.02).sqrt() - 1.0)).abs() < 1e-9, "{n}");
+        assert_eq!(own_noise(&measured(&[(100.0, 0.0, 1.0)])), Some(MIN_NOISE));
     }
 
     #[test]

@@ -6,9 +6,12 @@ impl Engine {
     // --- the end -------------------------------------------------------------------------------
 
     pub(super) fn finalize(&mut self) -> Result<(), EngineError> {
-        // Only a fatal failure finalizes with other requests still out: their answers would
-        // come too late to matter, so they are dropped (an event answering one is refused).
-        self.outstanding.clear();
+        // Only a fatal failure finalizes with search requests still out: their answers would
+        // come too late to matter, so they are dropped (an event answering one is refused). A
+        // re-measurement of the best stays out: it can still change the best, and so the top K
+        // and the finalists' order, and the final re-measurement waits for it.
+        self.outstanding
+            .retain(|o| super::remeasure::is_remeasure_of(&o.request, None));
         if let Some(cycle) = self.cycle.take() {
             // A cycle cut short by the budget still leaves its evidence in the tree.
             if let Some(best) = cycle.best {
@@ -18,7 +21,19 @@ impl Engine {
             self.last_cycle = Some(cycle);
         }
         self.phase = Phase::Finalizing;
-        // The top K by the run's rule, best first (the queue pops from its end).
+        if !self
+            .outstanding
+            .iter()
+            .any(|o| super::remeasure::is_remeasure_of(&o.request, None))
+        {
+            self.queue_finalists();
+        }
+        self.next_final()
+    }
+
+    /// The top K by the run's rule, best first (the queue pops from its end): taken once no
+    /// re-measurement of a best is out, since one can change the ranking.
+    pub(super) fn queue_finalists(&mut self) {
         self.final_queue = self
             .ranked()
             .iter()
@@ -26,7 +41,6 @@ impl Engine {
             .map(|c| c.id)
             .rev()
             .collect();
-        self.next_final()
     }
 
     /// Issues re-measurements up to `parallel` at once; finishes when none is left or out.

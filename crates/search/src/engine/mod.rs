@@ -23,11 +23,14 @@ mod knob_sweep;
 mod prompts;
 mod protocol;
 mod refine;
+mod remeasure;
 mod render;
 mod resources;
 
 pub use candidates::{beats, verdict, Candidate};
-pub use compare::{beats_by, compare, rank_key, CompareRule, Comparison, Order, MIN_NOISE};
+pub use compare::{
+    beats_by, compare, held_back_by_noise_of, own_noise, rank_key, CompareRule, Comparison, Order, MIN_NOISE,
+};
 pub use evidence::{
     clip, diff_sources, error_excerpt, parse_description, times_line, AttemptRecord, ATTEMPTS_BUDGET, ATTEMPTS_SHOWN,
     DIFFS_SHOWN, DIFF_MAX_CHARS, DIFF_MAX_LINES,
@@ -146,6 +149,10 @@ pub struct Engine {
     /// The run's best passing candidate under the paired rule: replaced, in the order
     /// evaluations are applied, by a candidate that beats it (`best()` under the legacy rule).
     best: Option<i64>,
+    /// Candidates measured since the run's best became best that read faster than it but were
+    /// held back by its noise alone, in the order measured: what a re-measurement of the best
+    /// settles (cleared when the best changes).
+    challengers: Vec<i64>,
     /// Every coder answer and knob sweep variant, in the order they were made.
     attempts: Vec<AttemptRecord>,
     /// A refine or too-hard planner step given up after `planner_tries` rejected answers: its
@@ -188,6 +195,7 @@ impl Engine {
             sweep: None,
             sweep_rounds: 0,
             best: None,
+            challengers: Vec::new(),
             attempts: Vec::new(),
             gave_up: None,
         }
@@ -574,6 +582,7 @@ impl Engine {
             cycle: self.cycle_count,
             sources,
             result: None,
+            remeasured: Vec::new(),
             final_result: None,
             note: None,
         });
@@ -687,18 +696,32 @@ impl Engine {
         let Some(index) = self.candidates.iter().position(|c| c.id == candidate_id) else {
             return Err(EngineError::Internal(format!("no candidate {candidate_id}")));
         };
-        if purpose == Purpose::Final {
-            self.candidates[index].final_result = Some(summary.clone());
-            return self.next_final();
+        match purpose {
+            Purpose::Final => {
+                self.candidates[index].final_result = Some(summary.clone());
+                return self.next_final();
+            }
+            Purpose::Remeasure => return self.on_remeasured(index, summary),
+            Purpose::Search => {}
         }
         self.candidates[index].result = Some(summary.clone());
         let incumbent = self
             .best
             .and_then(|b| self.candidate(b))
             .and_then(|c| c.result.as_ref());
-        let new_best = self.beats(summary, incumbent);
+        // Times of another harness version are not compared with: the best is measured again
+        // first (remeasure.rs), unless that was done and did not pass.
+        let other_harness = self.best.is_some_and(|b| self.needs_harness_remeasure(b, summary));
+        let new_best = !other_harness && self.beats(summary, incumbent);
+        let held_back = other_harness
+            || (!new_best
+                && self.config.compare == CompareRule::Paired
+                && incumbent.is_some_and(|b| held_back_by_noise_of(summary, b)));
         if new_best {
             self.best = Some(candidate_id);
+            self.challengers.clear();
+        } else if held_back {
+            self.challenge_best(candidate_id, other_harness);
         }
         self.update_signals(summary);
         // Round 0 is the seed; every other search evaluation ends a baseline round.
@@ -730,8 +753,9 @@ impl Engine {
         // The code a prompt shows as the best is the candidate the run calls best: a candidate
         // that became the run's best is its cycle's best too (under the paired rule it beat the
         // run's best, which the cycle's best did not beat or is).
-        let improved =
-            self.beats(summary, cycle_best.as_ref()) || (new_best && self.config.compare == CompareRule::Paired);
+        let cycle_best_is_best = self.cycle.as_ref().and_then(|c| c.best) == self.best;
+        let improved = (!(other_harness && cycle_best_is_best) && self.beats(summary, cycle_best.as_ref()))
+            || (new_best && self.config.compare == CompareRule::Paired);
         if knob_sweep::is_variant(self, candidate_id) {
             // A sweep variant can become the cycle's best, but the coder's staleness count is
             // about the coder's attempts, so it is left alone.

@@ -94,6 +94,13 @@ pub struct EngineConfig {
     /// what a `started` event without the field means) asks one at a time.
     #[serde(default = "one")]
     pub samples: u32,
+    /// How often the run's best may be measured again (`Evaluate(remeasure)`) when a later
+    /// candidate reads faster than it beyond that candidate's own noise but within the best's:
+    /// the best's noisy measurement alone keeps the challenger from winning (docs/engine.md,
+    /// "Re-measuring a noisy best"). 0 never; a `started` event without the field (a run
+    /// recorded before it) means 0, so its log replays to the same requests.
+    #[serde(default)]
+    pub remeasure: u32,
 }
 
 fn one() -> u32 {
@@ -121,6 +128,7 @@ impl Default for EngineConfig {
             parallel: 1,
             compare: CompareRule::Paired,
             samples: 1,
+            remeasure: 2,
         }
     }
 }
@@ -218,6 +226,12 @@ pub struct EvalSummary {
     /// where the run does not profile (`ksearch run --profile`) and in runs recorded before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// The version of the harness that measured it (the record's `provenance.harness_version`).
+    /// Times measured by different harness versions are not compared with each other: the
+    /// run's best is measured again first (docs/engine.md, "Re-measuring a noisy best"). `None`
+    /// in runs recorded before it, where every summary has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness: Option<String>,
 }
 
 /// One kernel's compiler resources, as the evaluation record's `compile.resources` has them
@@ -237,6 +251,7 @@ impl EvalSummary {
             suspicious: None,
             resources: vec![],
             profile: None,
+            harness: None,
         }
     }
 
@@ -247,13 +262,27 @@ impl EvalSummary {
 }
 
 /// Why a candidate is evaluated (stored as the evaluation row's `purpose`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Purpose {
     /// During the search.
     Search,
     /// The final re-measurement of the top candidates.
     Final,
+    /// The run's best measured again during the search, because a later candidate read faster
+    /// than it but within the noise of the best's own measurement (`EngineConfig::remeasure`).
+    Remeasure,
+}
+
+impl Purpose {
+    /// The spelling of the store's `purpose` column: `search`, `final`, `remeasure`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Purpose::Search => "search",
+            Purpose::Final => "final",
+            Purpose::Remeasure => "remeasure",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -50,6 +50,7 @@ pub fn summary(text: &str) -> EvalSummary {
         suspicious: None,
         resources: vec![],
         profile: None,
+        harness: None,
     }
 }
 
@@ -124,4 +125,46 @@ pub fn drive_with(
         events.push(event);
     }
     (engine, events)
+}
+
+/// A kernel's text says how it measures: `TIMES=a,b,c` (medians in us), `IQR=...` (us),
+/// `REF=...` (the reference's medians in us in that evaluation).
+pub fn timed(text: &str) -> EvalSummary {
+    let list = |key: &str| -> Vec<f64> {
+        text.split(&format!("{key}="))
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .map(|s| s.split(',').map(|x| x.parse::<f64>().unwrap()).collect())
+            .unwrap_or_default()
+    };
+    let (times, iqr, reference) = (list("TIMES"), list("IQR"), list("REF"));
+    if times.is_empty() {
+        return summary(text);
+    }
+    let workloads: Vec<WorkloadSummary> = times
+        .iter()
+        .enumerate()
+        .map(|(i, &m)| WorkloadSummary {
+            uuid: format!("w{i}"),
+            status: "passed".into(),
+            speedup: Some(reference[i] / m),
+            median_ns: Some(m * 1e3),
+            iqr_ns: Some(iqr[i] * 1e3),
+            reference_median_ns: Some(reference[i] * 1e3),
+        })
+        .collect();
+    let n = workloads.len() as f64;
+    let speedup = (workloads.iter().map(|w| w.speedup.unwrap().ln()).sum::<f64>() / n).exp();
+    EvalSummary {
+        status: "passed".into(),
+        reason: None,
+        speedup: Some(speedup),
+        relative_noise: Some(times.iter().zip(&iqr).map(|(m, q)| q / m).fold(0.0, f64::max)),
+        workloads,
+        log_tail: String::new(),
+        suspicious: None,
+        resources: vec![],
+        profile: None,
+        harness: None,
+    }
 }

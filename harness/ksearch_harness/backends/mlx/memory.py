@@ -29,6 +29,14 @@ evaluated while the host array is still referenced: else MLX donates the host ar
 the copy (an elementwise result takes over an operand nothing else holds), and until session 11
 that is what happened, so inputs stayed in managed memory and sdpa at L=1024 read 327-363 us on
 them against 164 on inputs made on the device (bench/results/raw-2026-12-02-session11/probe.txt).
+Timing inputs on a GPU. The copy above still left the timed calls slow: sdpa at L=1024 read
+317-345 us on per-call uploads against 147-215 on inputs made on the device, and it read as slow
+(321-325 us) on device-made inputs when only the host's work (NumPy arrays to MLX, their copies,
+their release) ran before each call, while a device-to-device copy before each call cost nothing
+(213 us) (bench/results/raw-2026-12-02-session12/probe.txt). So the feed's pools live on the
+device: each windowed input's pool (and each file input) is uploaded once per workload, and a
+timed call gets a device copy of its window, as the torch GPU backends do; only inputs drawn
+whole for each call (offsets, unique) are still uploaded per call.
 The L2 flush: before each timed call (timing.py) a 256 MiB buffer is read and written on the
 device (`flush_l2`), which evicts the GPU's last-level cache (the H200's 50 MiB L2, an Apple
 GPU's system-level cache).
@@ -38,6 +46,7 @@ import math
 
 import numpy as np
 
+from ... import inputs as host_inputs
 from ...errors import CandidateError
 from ...memory import changed_text
 
@@ -110,6 +119,7 @@ class MlxMemory:
         self.reference_on_device = reference_on_device
         self.on_gpu = on_gpu
         self._flush = None
+        self._pools = None  # (feed, its device pools): the timing stage's current workload
 
     def upload(self, value, tensor):
         """A fresh MLX array holding a host array (bfloat16 rounded by MLX); scalars as given."""
@@ -199,13 +209,34 @@ class MlxMemory:
     def feed_buffers(self, feed, for_reference=False):
         if for_reference and not self.reference_on_device:
             return feed.buffers()
-        return [None] * len(feed.sources)  # filled with new arrays for every call
+        if not self.on_gpu:
+            return [None] * len(feed.sources)  # filled with new arrays for every call
+        # On a GPU, the pools on the device (see the module's notes), shared by the candidate's
+        # and the reference's calls of this feed.
+        if self._pools is None or self._pools[0] is not feed:
+            self._pools = (feed, [self._device_pool(s) for s in feed.sources])
+        return _Buffers(self._pools[1])
+
+    def _device_pool(self, source):
+        if source.tensor.is_scalar:
+            return None
+        if isinstance(source, host_inputs._Window):
+            return _DevicePool(self.upload(np.ascontiguousarray(source.pool), source.tensor), source)
+        if isinstance(source, host_inputs._Fixed):
+            return _DevicePool(self.upload(np.ascontiguousarray(source.expected(0)), source.tensor), None)
+        return None  # drawn whole for each call: uploaded per call
 
     def fill(self, feed, k, buffers):
         values = []
+        pools = getattr(buffers, "pools", None)
         for i, source in enumerate(feed.sources):
-            expected = source.expected(k)
             buffer = buffers[i]
+            pool = pools[i] if pools is not None else None
+            if pool is not None:
+                buffers[i] = pool.call(self.mx, k)
+                values.append(buffers[i])
+                continue
+            expected = source.expected(k)
             if isinstance(buffer, np.ndarray):
                 np.copyto(buffer, expected)
                 values.append(buffer)
@@ -228,6 +259,31 @@ class MlxMemory:
 
     def flush_bytes(self):
         return FLUSH_BYTES if self.on_gpu else None
+
+
+class _Buffers(list):
+    """The arrays of the current call, one per input (what the session checks for changes),
+    and the device pools they are copied from (`pools`, None where an input has none)."""
+
+    def __init__(self, pools):
+        super().__init__([None] * len(pools))
+        self.pools = list(pools)
+
+
+class _DevicePool:
+    """One input's timing contents on the device: a windowed input's whole pool (`window` is
+    its host source, which holds the offsets) or a file input's one value (`window` None)."""
+
+    def __init__(self, array, window):
+        self.array, self.window = array, window
+
+    def call(self, mx, k):
+        """Call k's input: a new array written on the device from its window of the pool."""
+        if self.window is None:
+            return device_copy(mx, self.array)
+        o = int(self.window.offsets[k])
+        part = self.array[o:o + self.window.n].reshape(self.window.shape())
+        return device_copy(mx, part)
 
 
 def _first_lines(error, limit=2000):

@@ -1,0 +1,259 @@
+//! Re-measuring a noisy best: a candidate that reads faster than the run's best, held back only
+//! by the noise of the best's own measurement, gets the best measured again, and wins when the
+//! calmer measurement shows it faster. Capped per candidate, waited for by the final
+//! re-measurement, and never asked for by a log recorded before the setting.
+
+mod common;
+use common::*;
+use ksearch_search::engine::*;
+use serde_json::json;
+use std::collections::HashMap;
+
+/// The first best: one workload timed with an IQR four times its median.
+const NOISY: &str = "n1 TIMES=100,200 IQR=400,4 REF=1000,3000";
+/// The same kernel measured again on a quiet device.
+const CALM: &str = "n1 TIMES=101,199 IQR=2,4 REF=1000,3000";
+/// 1.3x faster on both workloads, with 2% IQRs of its own.
+const FAST: &str = "f2 TIMES=77,154 IQR=1.5,3 REF=1000,3000";
+/// Slower than the calm measurement, 1.3x faster than nothing.
+const EVEN: &str = "e3 TIMES=100,201 IQR=2,4 REF=1000,3000";
+
+fn planner(plan: &PlanKind, _m: &[ksearch_messages::Message], n: usize) -> String {
+    let insert = |id: String, parent: &str| {
+        json!({"op": "insert_node", "node": {"node_id": id, "parent_id": parent, "decision": "d", "choice": "c",
+            "overall_rating": 6, "confidence": 0.5,
+            "action": {"title": "t", "description": "d", "rationale": "r", "difficulty": 1, "score": 0.5}}})
+    };
+    match plan {
+        PlanKind::Init => {
+            json!({"ops": [insert("a".into(), "root"), insert("b".into(), "root"), insert("c".into(), "root")]})
+        }
+        PlanKind::Refine { node_id } => json!({"ops": [insert(format!("{node_id}{n}"), node_id)]}),
+        _ => json!({"ops": [insert(format!("p{n}"), "root")]}),
+    }
+    .to_string()
+}
+
+/// No seed; the coder answers `NOISY`, then `answers` in turn (the last one repeated). The first
+/// best measures noisy until it has been measured `noisy_times`, calm after.
+fn run(config: EngineConfig, answers: &'static [&'static str], noisy_times: usize) -> (Engine, Vec<Event>) {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    drive_with(
+        false,
+        config,
+        planner,
+        |_, k| {
+            code(if k == 1 {
+                NOISY
+            } else {
+                answers[(k - 2).min(answers.len() - 1)]
+            })
+        },
+        move |s: &[Source]| {
+            let text = s[0].content.trim();
+            let n = seen.entry(text.to_string()).or_default();
+            *n += 1;
+            timed(if text == NOISY && *n > noisy_times { CALM } else { text })
+        },
+        500,
+    )
+}
+
+fn config(rounds: u32) -> EngineConfig {
+    EngineConfig {
+        rounds,
+        stagnation_window: 3,
+        knob_share: 0.0,
+        final_top_k: 2,
+        ..EngineConfig::default()
+    }
+}
+
+fn id_of(engine: &Engine, marker: &str) -> i64 {
+    engine
+        .candidates()
+        .iter()
+        .find(|c| c.sources[0].content.starts_with(marker))
+        .map(|c| c.id)
+        .unwrap()
+}
+
+/// The candidates each `Evaluate(remeasure)` of the log asked for, in order (replaying the log
+/// to see the requests, which the log itself does not hold).
+fn remeasure_requests(events: &[Event]) -> Vec<i64> {
+    let mut engine = Engine::new();
+    let mut out = Vec::new();
+    for e in events {
+        if let Event::Evaluated { request_id, .. } = e {
+            if let Some(Request::Evaluate {
+                candidate_id,
+                purpose: Purpose::Remeasure,
+                ..
+            }) = engine.outstanding(request_id)
+            {
+                out.push(*candidate_id);
+            }
+        }
+        engine.apply(e).unwrap();
+    }
+    out
+}
+
+fn finished_best(engine: &Engine) -> Option<i64> {
+    match engine.pending() {
+        Some(Request::Finished { best_candidate, .. }) => *best_candidate,
+        other => panic!("not finished: {other:?}"),
+    }
+}
+
+#[test]
+fn a_faster_kernel_held_back_by_the_bests_noise_wins_once_the_best_is_measured_again() {
+    let (engine, events) = run(config(6), &[FAST, EVEN], 1);
+    let (n1, f2) = (id_of(&engine, "n1"), id_of(&engine, "f2"));
+    // The best was measured again once, right after the faster-reading candidate.
+    assert_eq!(remeasure_requests(&events), vec![n1]);
+    let first = engine.candidate(n1).unwrap();
+    assert_eq!(first.remeasured.len(), 1);
+    // The calmer measurement is the one the engine decides with now.
+    let noise = own_noise(first.result.as_ref().unwrap()).unwrap();
+    assert!(noise < 0.05, "{noise}");
+    // Against it the candidate held back is 1.3x faster beyond the noise: the run's best, the
+    // cycle's (so its node's solution) and the answer after the final re-measurement.
+    assert_eq!(engine.best().map(|b| b.id), Some(f2));
+    let node = engine.world_model().node("a").unwrap();
+    assert_eq!(node.solution_ref.as_ref().map(|s| s.candidate_id), Some(f2));
+    assert_eq!(finished_best(&engine), Some(f2));
+    // A re-measurement is no round: six coder rounds, six candidates of the coder's.
+    assert_eq!(engine.candidates().len(), 6);
+    // The log replays to the same state.
+    let replayed = Engine::replay(&events).unwrap();
+    assert_eq!(replayed.candidates(), engine.candidates());
+    assert_eq!(replayed.pending(), engine.pending());
+}
+
+#[test]
+fn a_best_that_stays_noisy_is_measured_again_at_most_the_configured_times() {
+    let (engine, events) = run(config(8), &[FAST], usize::MAX);
+    let n1 = id_of(&engine, "n1");
+    // Every later candidate reads faster and is held back, but the best is re-measured twice
+    // (the default share) and then no more; its first measurement stays (none was calmer).
+    assert_eq!(remeasure_requests(&events), vec![n1, n1]);
+    let first = engine.candidate(n1).unwrap();
+    assert_eq!(first.remeasured.len(), 2);
+    assert_eq!(first.result.as_ref().map(|r| r.workloads[0].iqr_ns), Some(Some(400e3)));
+    assert_eq!(engine.best().map(|b| b.id), Some(n1));
+    // With the setting at 1, once.
+    let (_, events) = run(
+        EngineConfig {
+            remeasure: 1,
+            ..config(8)
+        },
+        &[FAST],
+        usize::MAX,
+    );
+    assert_eq!(remeasure_requests(&events), vec![n1]);
+}
+
+#[test]
+fn the_final_re_measurement_waits_for_a_re_measurement_that_is_out() {
+    // Two rounds: the second candidate's evaluation spends the budget and asks for the best to
+    // be measured again in the same step; the finalists are taken after it is in.
+    let (engine, events) = run(config(2), &[FAST], 1);
+    let (n1, f2) = (id_of(&engine, "n1"), id_of(&engine, "f2"));
+    assert_eq!(remeasure_requests(&events), vec![n1]);
+    assert_eq!(engine.best().map(|b| b.id), Some(f2));
+    assert_eq!(finished_best(&engine), Some(f2));
+    // Both finalists were re-measured at the end, the new best among them.
+    for id in [n1, f2] {
+        assert!(engine.candidate(id).unwrap().final_result.is_some(), "candidate {id}");
+    }
+    // The order of the log: the re-measurement's answer comes before any final one.
+    let replayed_purposes: Vec<Purpose> = {
+        let mut e = Engine::new();
+        let mut out = Vec::new();
+        for ev in &events {
+            if let Event::Evaluated { request_id, .. } = ev {
+                if let Some(Request::Evaluate { purpose, .. }) = e.outstanding(request_id) {
+                    out.push(*purpose);
+                }
+            }
+            e.apply(ev).unwrap();
+        }
+        out
+    };
+    let remeasured_at = replayed_purposes.iter().position(|p| *p == Purpose::Remeasure).unwrap();
+    let first_final = replayed_purposes.iter().position(|p| *p == Purpose::Final).unwrap();
+    assert!(remeasured_at < first_final, "{replayed_purposes:?}");
+}
+
+#[test]
+fn a_log_recorded_before_the_setting_never_asks_for_one() {
+    let (engine, events) = run(config(6), &[FAST, EVEN], 1);
+    // The same `started` event without the field: the engine of then, which kept the noisy best.
+    let mut old = serde_json::to_value(&events[0]).unwrap();
+    old["config"].as_object_mut().unwrap().remove("remeasure");
+    let old: Event = serde_json::from_value(old).unwrap();
+    let Event::Started { config, .. } = &old else { panic!() };
+    assert_eq!(config.remeasure, 0);
+    let (then, then_events) = run(config.clone(), &[FAST, EVEN], 1);
+    assert!(remeasure_requests(&then_events).is_empty());
+    assert_eq!(then.best().map(|b| b.id), Some(id_of(&then, "n1")));
+    // New runs re-measure.
+    assert_eq!(EngineConfig::default().remeasure, 2);
+    assert_ne!(engine.best().map(|b| b.id), then.best().map(|b| b.id));
+}
+
+#[test]
+fn a_candidate_measured_by_another_harness_version_waits_for_the_best_to_be_measured_by_it() {
+    // The best was measured by harness 0.2.0, whose calls carried 30 us of the host's work; the
+    // run resumes with 0.3.0, which does not. The next candidate is the same speed, so only the
+    // harness change makes it read 1.3x faster. Even with re-measuring for noise turned off (a
+    // run recorded before that setting), the best is measured again by 0.3.0 first, and the
+    // candidate then does not displace it.
+    let old_best = "o1 TIMES=130,260 IQR=1,2 REF=1000,3000";
+    let new_best = "o1 TIMES=100,200 IQR=1,2 REF=1000,3000";
+    let same = "s2 TIMES=100,201 IQR=1,2 REF=1000,3000";
+    let mut seen = 0;
+    let (engine, events) = drive_with(
+        false,
+        EngineConfig {
+            remeasure: 0,
+            ..config(3)
+        },
+        planner,
+        |_, k| code(if k == 1 { old_best } else { same }),
+        move |s: &[Source]| {
+            let text = s[0].content.trim();
+            let (times, version) = if text == old_best {
+                seen += 1;
+                if seen == 1 {
+                    (old_best, "0.2.0")
+                } else {
+                    (new_best, "0.3.0")
+                }
+            } else {
+                (text, "0.3.0")
+            };
+            EvalSummary {
+                harness: Some(version.into()),
+                ..timed(times)
+            }
+        },
+        500,
+    );
+    let o1 = id_of(&engine, "o1");
+    assert_eq!(
+        remeasure_requests(&events),
+        vec![o1],
+        "measured again once, for the version"
+    );
+    let best = engine.candidate(o1).unwrap();
+    assert_eq!(best.result.as_ref().and_then(|r| r.harness.as_deref()), Some("0.3.0"));
+    assert_eq!(engine.best().map(|b| b.id), Some(o1));
+    assert_eq!(finished_best(&engine), Some(o1));
+    // Without the rule (both measured by one version), the old times would have made the
+    // candidate the best: the comparison it was spared.
+    let first = timed(old_best);
+    let challenger = timed(same);
+    assert!(beats_by(CompareRule::Paired, &challenger, Some(&first)));
+}
