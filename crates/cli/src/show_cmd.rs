@@ -159,9 +159,11 @@ pub(crate) fn show_json(run_dir: &Path) -> anyhow::Result<serde_json::Value> {
         .candidates()
         .iter()
         .map(|c| {
+            // A candidate's row is its search evaluation; `decided_speedup` and
+            // `remeasured_speedups` say what re-measuring the best did.
             let workloads: Vec<_> = c
-                .result
-                .iter()
+                .search_result()
+                .into_iter()
                 .flat_map(|r| &r.workloads)
                 .map(|w| {
                     json!({"uuid": w.uuid, "status": w.status, "median_ns": w.median_ns, "iqr_ns": w.iqr_ns,
@@ -171,7 +173,8 @@ pub(crate) fn show_json(run_dir: &Path) -> anyhow::Result<serde_json::Value> {
             json!({
                 "id": c.id, "parent": c.parent, "node_id": c.node_id, "round": c.round, "cycle": c.cycle,
                 "origin": origin(e, c), "description": e.description(c.id),
-                "status": c.result.as_ref().map(|r| r.status.clone()), "speedup": c.speedup(),
+                "status": c.result.as_ref().map(|r| r.status.clone()), "speedup": c.search_speedup(),
+                "decided_speedup": c.speedup(),
                 "reason": c.result.as_ref().and_then(|r| r.reason.as_ref()).map(|r| clip(r, 300)),
                 "final_speedup": c.final_result.as_ref().and_then(|r| r.speedup),
                 "remeasured_speedups": c.remeasured.iter().map(|r| r.speedup).collect::<Vec<_>>(),

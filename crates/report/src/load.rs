@@ -1053,6 +1053,7 @@ mod tests {
             sources: vec![],
             result: None,
             remeasured: vec![],
+            superseded: None,
             final_result: None,
             note: note.map(Into::into),
         }

@@ -117,6 +117,12 @@ fn a_faster_kernel_held_back_by_the_bests_noise_wins_once_the_best_is_measured_a
     // The calmer measurement is the one the engine decides with now.
     let noise = own_noise(first.result.as_ref().unwrap()).unwrap();
     assert!(noise < 0.05, "{noise}");
+    // Its search evaluation, the noisy one, is still in view (the re-measurement did not
+    // overwrite what was recorded for it).
+    let searched = first.search_result().unwrap();
+    assert!(own_noise(searched).unwrap() > noise, "{searched:?}");
+    assert_eq!(first.superseded.as_ref(), Some(searched));
+    assert_ne!(first.search_speedup(), first.speedup());
     // Against it the candidate held back is 1.3x faster beyond the noise: the run's best, the
     // cycle's (so its node's solution) and the answer after the final re-measurement.
     assert_eq!(engine.best().map(|b| b.id), Some(f2));

@@ -28,6 +28,10 @@ pub struct Candidate {
     /// best measured again because its own noise kept a faster-reading candidate from beating it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remeasured: Vec<EvalSummary>,
+    /// Its search evaluation, kept here when a re-measurement replaced it as `result`: what was
+    /// recorded for it is never lost from the view, only no longer decided with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded: Option<EvalSummary>,
     /// The final re-measurement, for the top candidates.
     pub final_result: Option<EvalSummary>,
     /// What the engine has to say about it, shown in the report and, on the cycle's best, to the
@@ -44,9 +48,20 @@ impl Candidate {
         self.result.as_ref().is_some_and(|r| r.passed())
     }
 
-    /// Its speedup over the reference, if its search evaluation passed.
+    /// Its speedup over the reference as the search decides with it (`result`), if that passed.
     pub fn speedup(&self) -> Option<f64> {
         self.result.as_ref().filter(|r| r.passed()).and_then(|r| r.speedup)
+    }
+
+    /// Its search evaluation: the one it was measured by in its round, whether or not a
+    /// re-measurement has since replaced it as `result`.
+    pub fn search_result(&self) -> Option<&EvalSummary> {
+        self.superseded.as_ref().or(self.result.as_ref())
+    }
+
+    /// The speedup its search evaluation read, if that passed.
+    pub fn search_speedup(&self) -> Option<f64> {
+        self.search_result().filter(|r| r.passed()).and_then(|r| r.speedup)
     }
 }
 

@@ -583,6 +583,7 @@ impl Engine {
             sources,
             result: None,
             remeasured: Vec::new(),
+            superseded: None,
             final_result: None,
             note: None,
         });

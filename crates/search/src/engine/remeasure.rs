@@ -74,7 +74,11 @@ impl Engine {
                 None => false,
             };
         if better {
-            candidate.result = Some(summary.clone());
+            // The search evaluation stays in view; a later re-measurement replaces only another.
+            let replaced = candidate.result.replace(summary.clone());
+            if candidate.superseded.is_none() {
+                candidate.superseded = replaced;
+            }
             if self.best == Some(id) {
                 self.settle_challengers();
             }
