@@ -228,6 +228,19 @@ class BadSpecs(unittest.TestCase):
         self.fails(spec_with(big), r"cuda\.source: static __shared__ arrays take 65536 bytes for "
                                    r"workload 0 \('w0'\) \(big 65536 B\); .*at most 49152 bytes")
         self.passes(big, "cuda", workloads=WORKLOADS[1:])  # M = 3: 24576 bytes
+        # Alternatives under #if / #else: a Hopper path and its fallback are one or the other,
+        # so 40 KiB + 40 KiB passes; a conditional whose every branch is too big is refused
+        # for its smallest branch (here the #else), and one without #else may declare nothing.
+        arch = ("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)\n__shared__ float hop[10240];\n"
+                "#elif defined(OTHER)\n__shared__ float mid[{}];\n"
+                "#else\n__shared__ float old[10240];\n#endif\nconst int i")
+        self.passes(GOOD.replace("const int i", arch.format(10240)), "cuda")
+        self.passes(GOOD.replace("const int i", "#ifdef BIG\n__shared__ float b[20000];\n"
+                                                "#endif\nconst int i"), "cuda")
+        both = arch.format(12800).replace("[10240]", "[12800]", 1).replace("old[10240]", "old[12500]")
+        self.fails(spec_with(GOOD.replace("const int i", both)),
+                   r"cuda\.source: static __shared__ arrays take 50000 bytes for workload 0 "
+                   r"\('w0'\) \(old 50000 B\)")
         # Metal threadgroup memory: 32 KiB on Apple GPUs, all of it static.
         for size, ok in (("COLS * 129", False), ("COLS * 128", True), ("n", True)):
             body = f"threadgroup float tile[{size}];\ny[0] = x[0];"

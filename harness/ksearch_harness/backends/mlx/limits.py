@@ -77,7 +77,13 @@ def static_arrays(dialect, text, template):
     or threadgroup memory (Metal `threadgroup`) declared in `text`, for one launch's template
     arguments. An array is counted when its element type and every dimension are known: integer
     literals, template constants, and #define / constexpr integer constants of the text, joined
-    by + - * / % << >> and parentheses; others are left out."""
+    by + - * / % << >> and parentheses; others are left out.
+
+    Arrays under preprocessor conditionals (#if / #ifdef / #ifndef ... #elif / #else / #endif)
+    are counted for the branch of each conditional that declares the fewest bytes (none where
+    there is no #else): the condition is the compiler's to decide (`__CUDA_ARCH_FEAT_SM90_ALL`,
+    a template constant), and a kernel is refused only for what every choice of branches declares.
+    A kernel with a Hopper path and an sm_80 fallback in #if / #else declares one of the two."""
     text = _COMMENTS.sub(" ", text)
     names, types = {}, {}
     for name, kind, value in template:
@@ -90,6 +96,56 @@ def static_arrays(dialect, text, template):
         value = _c_int(expr, names)
         if value is not None:
             names.setdefault(name, value)
+    return _fewest(_conditionals(text), lambda part: _declared(dialect, part, names, types))
+
+
+def _conditionals(text):
+    """`text` as a block: a list of text pieces and conditionals, each conditional a list of
+    branch blocks (with an empty last branch where it has no #else). An unmatched #endif or
+    #else closes nothing; an unterminated #if ends at the end of the text."""
+    root = []
+    stack = [(root, None)]  # (the block being filled, the conditional it is a branch of)
+    piece = []
+    for line in text.split("\n"):
+        d = re.match(r"\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b", line)
+        if d is None:
+            piece.append(line)
+            continue
+        stack[-1][0].append("\n".join(piece))
+        piece = []
+        kind = d.group(1)
+        if kind in ("if", "ifdef", "ifndef"):
+            cond = {"branches": [[]], "else": False}
+            stack[-1][0].append(cond)
+            stack.append((cond["branches"][0], cond))
+        elif stack[-1][1] is not None:
+            cond = stack.pop()[1]
+            if kind == "endif":
+                continue
+            cond["else"] = cond["else"] or kind == "else"
+            cond["branches"].append([])
+            stack.append((cond["branches"][-1], cond))
+    stack[-1][0].append("\n".join(piece))
+    return root
+
+
+def _fewest(block, declared):
+    """The arrays of `block` (see `_conditionals`), each conditional taken at its branch with
+    the fewest bytes."""
+    found = []
+    for item in block:
+        if isinstance(item, str):
+            found += declared(item)
+            continue
+        choices = [_fewest(b, declared) for b in item["branches"]]
+        if not item["else"]:
+            choices.append([])
+        found += min(choices, key=lambda arrays: sum(size for _, size in arrays))
+    return found
+
+
+def _declared(dialect, text, names, types):
+    """[(name, bytes)] of the arrays `text` declares outright (no conditionals in it)."""
     found = []
     for m in re.finditer(_KEYWORD[dialect], text):
         end = text.find(";", m.end())
