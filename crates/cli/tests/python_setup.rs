@@ -186,3 +186,34 @@ fn a_package_index_over_plain_http_elsewhere_is_refused() {
     );
     assert!(!cache.join("bootstrap").exists(), "nothing was fetched");
 }
+
+#[test]
+fn python3_with_numpy_comes_before_an_old_virtual_environment() {
+    // ksearch's environment is made where python3 had no NumPy and holds nothing else; once
+    // python3 has NumPy (and torch, MLX, what the user installed), it is the one used. The old
+    // environment here is a stand-in that records being started and fails.
+    if !Command::new("python3")
+        .args(["-c", "import numpy"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("skipping: python3 has no NumPy here");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let bin = cache.join("venv/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let started = tmp.path().join("started");
+    let stand_in = bin.join("python");
+    std::fs::write(&stand_in, format!("#!/bin/sh\ntouch {}\nexit 1\n", started.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let r = ksearch_env(
+        &["eval", fixture("tiny_softmax").to_str().unwrap(), "--json"],
+        &[("KSEARCH_CACHE_DIR", cache.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.json()["status"], "passed");
+    assert!(!started.exists(), "the old environment was started: {}", r.stderr);
+}

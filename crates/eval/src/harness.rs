@@ -74,25 +74,29 @@ fn has_numpy(python: &Path) -> bool {
 }
 
 /// The interpreter to run the harness with, chosen without starting it (a probe would cost a
-/// tenth of a second per evaluation): `$KSEARCH_PYTHON` if set, else ksearch's own virtual
-/// environment if it exists, else `python3`. If it lacks NumPy, the harness says so and
-/// [`python_with_numpy`] provides one.
+/// tenth of a second per evaluation): `$KSEARCH_PYTHON` if set, else the one
+/// [`python_with_numpy`] settled on in this process, else `python3`. If it lacks NumPy, the
+/// harness says so and [`python_with_numpy`] provides one.
+///
+/// `python3` comes before ksearch's own virtual environment: that environment is a fallback made
+/// where `python3` had no NumPy, and it has nothing else (no torch, no MLX). Once `python3` has
+/// what the user installed, a stale environment must not hide it.
 pub fn python() -> PathBuf {
     if let Some(p) = std::env::var_os("KSEARCH_PYTHON") {
         return PathBuf::from(p);
     }
-    let venv_python = cache_dir().join("venv").join("bin").join("python");
-    if venv_python.is_file() {
-        return venv_python;
+    if let Some(p) = PYTHON.get() {
+        return p.clone();
     }
     PathBuf::from("python3")
 }
 
+static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+
 /// An interpreter known to import NumPy: `$KSEARCH_PYTHON` (which must have it), else
-/// ksearch's virtual environment, else `python3`, else a new virtual environment with NumPy,
+/// `python3`, else ksearch's virtual environment, else a new virtual environment with NumPy,
 /// created now (`notify` is told, since it takes a while).
 pub fn python_with_numpy(notify: &dyn Fn(&str)) -> Result<PathBuf, EvalError> {
-    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
     if let Some(p) = PYTHON.get() {
         return Ok(p.clone());
     }
@@ -112,14 +116,14 @@ fn find_python(notify: &dyn Fn(&str)) -> Result<PathBuf, EvalError> {
         }
         return Ok(p);
     }
+    let system = PathBuf::from("python3");
+    if has_numpy(&system) {
+        return Ok(system);
+    }
     let venv = cache_dir().join("venv");
     let venv_python = venv.join("bin").join("python");
     if has_numpy(&venv_python) {
         return Ok(venv_python);
-    }
-    let system = PathBuf::from("python3");
-    if has_numpy(&system) {
-        return Ok(system);
     }
     // Several ksearch processes may start at once on a fresh machine (a parallel benchmark):
     // one creates the environment while the others wait, then use it.
