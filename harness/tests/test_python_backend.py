@@ -143,3 +143,52 @@ class Signature(unittest.TestCase):
         self.assertFalse(_takes_exactly(lambda x, y, M, N: None, 2))
         self.assertFalse(_takes_exactly(lambda x, *args: None, 2))
         self.assertFalse(_takes_exactly(print, 2))
+
+
+class PrecisionFlagsPutBack(unittest.TestCase):
+    """What a candidate leaves of PyTorch's precision switches is undone (build.PrecisionFlags):
+    with a stand-in for torch's attributes here, and through a real evaluation where torch is."""
+
+    def test_switches_are_put_back_and_others_left_alone(self):
+        from types import SimpleNamespace
+        from ksearch_harness.backends.python.build import PrecisionFlags
+        state = {"precision": "highest"}
+        fake = SimpleNamespace(
+            backends=SimpleNamespace(
+                cuda=SimpleNamespace(matmul=SimpleNamespace(allow_tf32=False)),
+                cudnn=SimpleNamespace(allow_tf32=True, deterministic=False, benchmark=False,
+                                      enabled=True)),
+            get_float32_matmul_precision=lambda: state["precision"],
+            set_float32_matmul_precision=lambda p: state.update(precision=p))
+        with PrecisionFlags(fake):
+            fake.backends.cuda.matmul.allow_tf32 = True
+            fake.backends.cudnn.benchmark = True
+            fake.backends.cudnn.enabled = False  # not a precision switch: not the guard's
+            fake.set_float32_matmul_precision("medium")
+        self.assertFalse(fake.backends.cuda.matmul.allow_tf32)
+        self.assertFalse(fake.backends.cudnn.benchmark)
+        self.assertTrue(fake.backends.cudnn.allow_tf32)
+        self.assertFalse(fake.backends.cudnn.enabled)
+        self.assertEqual(state["precision"], "highest")
+
+    def test_a_candidate_that_leaves_tf32_on_does_not_change_it_for_the_reference(self):
+        torch_or_skip(self)
+        # The candidate turns TF32 on at load and in each call; the reference (a trusted
+        # baseline run in the same process) fails if it ever sees it on.
+        source = ("import torch\n"
+                  "torch.backends.cuda.matmul.allow_tf32 = True\n"
+                  "def softmax(x):\n"
+                  "    torch.backends.cuda.matmul.allow_tf32 = True\n"
+                  "    torch.backends.cudnn.benchmark = True\n"
+                  "    return torch.softmax(x, dim=-1)\n")
+        import copy
+        from tests.gpu_support import SOFTMAX
+        definition = copy.deepcopy(SOFTMAX)
+        definition["reference"] = (
+            "import torch\n"
+            "def run(x):\n"
+            "    assert not torch.backends.cuda.matmul.allow_tf32, 'TF32 left on'\n"
+            "    assert not torch.backends.cudnn.benchmark, 'benchmark left on'\n"
+            "    return torch.softmax(x.double(), dim=-1).float()\n")
+        result = run(python_request(source, definition=definition), timeout=300)
+        self.assertEqual(result.statuses, ["passed", "passed"], result.stderr[-3000:])

@@ -17,12 +17,17 @@ struct RuleSpec {
     languages: Vec<Language>,
     pattern: String,
     reason: String,
+    /// Lines a match may stand on without breaking the rule: the regex crate has no
+    /// look-around, so an exception to a pattern is a second pattern over the match's line.
+    #[serde(default)]
+    allow: Option<String>,
 }
 
 struct Rule {
     languages: Vec<Language>,
     regex: Regex,
     reason: String,
+    allow: Option<Regex>,
 }
 
 const BUILTIN_RULES: &str = include_str!("../rules/static_checks.toml");
@@ -39,6 +44,9 @@ fn builtin_rules() -> &'static [Rule] {
                 regex: Regex::new(&r.pattern)
                     .unwrap_or_else(|e| panic!("rules/static_checks.toml: {}: {e}", r.pattern)),
                 reason: r.reason,
+                allow: r
+                    .allow
+                    .map(|a| Regex::new(&a).unwrap_or_else(|e| panic!("rules/static_checks.toml: allow {a}: {e}"))),
             })
             .collect()
     })
@@ -82,10 +90,18 @@ pub fn check_sources(language: Language, sources: &[SourceFile], config: &TaskCo
         let builtin = builtin_rules()
             .iter()
             .filter(|r| r.languages.contains(&language))
-            .map(|r| (&r.regex, r.reason.as_str()));
-        let task = task_rules.iter().map(|(r, reason)| (r, *reason));
-        for (regex, reason) in task.chain(builtin) {
-            if let Some(m) = regex.find(&code) {
+            .map(|r| (&r.regex, r.reason.as_str(), r.allow.as_ref()));
+        let task = task_rules.iter().map(|(r, reason)| (r, *reason, None));
+        for (regex, reason, allow) in task.chain(builtin) {
+            let line_of = |m: &regex::Match| {
+                let start = code[..m.start()].rfind('\n').map_or(0, |i| i + 1);
+                let end = code[m.start()..].find('\n').map_or(code.len(), |i| m.start() + i);
+                &code[start..end]
+            };
+            let broken = regex
+                .find_iter(&code)
+                .find(|m| allow.is_none_or(|a| !a.is_match(line_of(m))));
+            if let Some(m) = broken {
                 return Some(Rejection {
                     file: source.path.clone(),
                     line: code[..m.start()].matches('\n').count() + 1,
@@ -340,6 +356,40 @@ mod tests {
                 check_sources(Language::Python, &py(code), &cfg).is_some(),
                 "python: {code}"
             );
+        }
+    }
+
+    /// PyTorch's precision switches may be set (GPU MODE's references turn TF32 off around their
+    /// own work; the harness puts them back after each call), each alone on its line; any other
+    /// module attribute, or a switch beside something else on the line, is still refused.
+    #[test]
+    fn precision_switches_alone_on_their_line_are_allowed() {
+        let cfg = TaskConfig::default();
+        let allowed = "class NoTF32:\n    def __enter__(self):\n\
+            \x20       self.old = torch.backends.cudnn.allow_tf32\n\
+            \x20       torch.backends.cudnn.allow_tf32 = False\n\
+            \x20       torch.backends.cudnn.deterministic = True\n\
+            \x20   def __exit__(self, *e):\n\
+            \x20       torch.backends.cudnn.allow_tf32 = self.old\n\
+            torch.backends.cuda.matmul.allow_tf32=False\n";
+        assert_eq!(check_sources(Language::Python, &py(allowed), &cfg), None);
+        for (code, matched) in [
+            (
+                "torch.backends.cudnn.enabled = False\n",
+                "torch.backends.cudnn.enabled =",
+            ),
+            (
+                "torch.backends.cudnn.allow_tf32 = False; torch.cuda.synchronize = f\n",
+                "torch.backends.cudnn.allow_tf32 =",
+            ),
+            (
+                "torch.backends.cudnn.allow_tf32 = False\ntorch.cuda.synchronize = f\n",
+                "torch.cuda.synchronize =",
+            ),
+        ] {
+            let r = check_sources(Language::Python, &py(code), &cfg).unwrap_or_else(|| panic!("accepted: {code}"));
+            assert_eq!(r.matched, matched, "{code}");
+            assert!(r.reason.contains("monkey-patching"), "{}", r.reason);
         }
     }
 

@@ -376,8 +376,59 @@ def gpumode(engine, req):
             result = call(lambda: ref_kernel(data), f"ref_kernel on {where}")
             record.update(inputs=described, outputs=outputs_of(engine, result, "ref_kernel"))
             calls.append(record)
+    seed, dropped = seed_source(source)
     return {"calls": calls, "input_names": names,
-            "tolerance": tolerance(source, sys.modules.get("utils"))}
+            "tolerance": tolerance(source, sys.modules.get("utils")),
+            "seed_source": seed, "seed_dropped": dropped}
+
+
+def seed_source(source):
+    """reference.py without the top-level functions, classes and name assignments that
+    ref_kernel does not reach (GPU MODE's check_implementation and its helpers, typically): the
+    seed is ref_kernel as a candidate, and a checker's code (its try/finally, the TF32 switch it
+    makes around its own matmul) is not the kernel's and would fail ksearch's static checks.
+    Everything else (imports, other statements) stays, and what it names is reached too.
+    Returns (source, the names dropped); the source as it is where it cannot be parsed."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source, []
+
+    def defined(node):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return {node.name}
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, ast.AnnAssign) else None)
+        if targets and all(isinstance(t, ast.Name) for t in targets):
+            return {t.id for t in targets}
+        return None  # not a definition: always kept
+
+    def used(node):
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+    definitions = [(node, defined(node)) for node in tree.body]
+    reached = {"ref_kernel"}
+    for node, names in definitions:
+        if names is None:
+            reached |= used(node)
+    changed = True
+    while changed:
+        changed = False
+        for node, names in definitions:
+            if names is not None and names & reached and not used(node) <= reached:
+                reached |= used(node)
+                changed = True
+    lines = source.splitlines(keepends=True)
+    drop, dropped = set(), []
+    for node, names in definitions:
+        if names is not None and not names & reached:
+            first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            drop.update(range(first - 1, node.end_lineno))
+            dropped.extend(sorted(names))
+    if not dropped:
+        return source, []
+    kept = "".join(line for i, line in enumerate(lines) if i not in drop)
+    return re.sub(r"\n{3,}", "\n\n\n", kept), dropped
 
 
 def as_tuples(value):

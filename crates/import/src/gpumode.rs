@@ -272,10 +272,16 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
              starting candidate custom_kernel(data). The folder's helper modules (task, utils) are in the task's \
              {MODULES}/ folder, on the candidate's module path, so GPU MODE submissions' `from task import ...` works."
         )),
-        without_backend_settings(reference.trim_end()),
+        without_backend_settings(found.seed_source.as_deref().unwrap_or(&reference).trim_end()),
         seed_entry(first.rebuild.as_deref(), &inputs)
     );
     let mut checks_list: Vec<String> = found.notes.clone();
+    if !found.seed_dropped.is_empty() {
+        checks_list.push(format!(
+            "the seed is reference.py without what ref_kernel does not use ({}): a checker's code is not the kernel's",
+            found.seed_dropped.join(", ")
+        ));
+    }
     if found.engine == "stand-in" {
         checks_list.push(
             "shapes were found with ksearch's stand-in for PyTorch (no PyTorch here); bench/import_check.sh \

@@ -113,6 +113,12 @@ pub(crate) struct GpuModeProbe {
     pub tolerance: Option<GpuModeTolerance>,
     #[serde(default)]
     pub notes: Vec<String>,
+    /// reference.py without the top-level definitions ref_kernel does not reach (the seed's
+    /// source), and the names left out; absent where the probe could not parse it.
+    #[serde(default)]
+    pub seed_source: Option<String>,
+    #[serde(default)]
+    pub seed_dropped: Vec<String>,
 }
 
 #[derive(Deserialize)]

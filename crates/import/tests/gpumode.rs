@@ -63,8 +63,9 @@ fn grayscale_becomes_a_task_with_a_workload_per_distinct_test() {
         .any(|c| c.contains("1 test(s) or benchmark(s) repeated")));
     // The reference and seed carry the folder's task.py and ../utils.py with them.
     let seed = task.seed.as_ref().unwrap();
-    // The seed is reference.py plus one line: the helper modules are files of the task folder
-    // on the candidate's module path, so the seed passes ksearch's own static checks.
+    // The seed is reference.py's ref_kernel and what it uses, plus one line: the helper modules
+    // are files of the task folder on the candidate's module path, so the seed passes ksearch's
+    // own static checks.
     assert!(!seed.content.contains("_ksearch_module") && !seed.content.contains("__dict__"));
     assert_eq!(task.config.kernel.python_path, vec!["modules".to_string()]);
     assert!(out.join("modules/task.py").is_file() && out.join("modules/utils.py").is_file());
@@ -83,6 +84,109 @@ fn grayscale_becomes_a_task_with_a_workload_per_distinct_test() {
     assert!(seed.content.trim_end().ends_with("custom_kernel = ref_kernel"));
     assert!(def.reference.contains("def run(image, output):"));
     run_generated(&out);
+}
+
+/// A reference whose checker turns TF32 off around its own matmul inside try/finally (as
+/// GPU MODE's linalg-cholesky does) and whose ref_kernel uses a context manager of its own that
+/// sets cuDNN's switch (as pmpp-conv2d does).
+const CHECKED_MATMUL: &str = r#"import torch
+from task import input_t
+
+_SCALE = 2.0
+_RTOL = 1e-3
+
+
+class NoTF32:
+    def __enter__(self):
+        self.old = torch.backends.cudnn.allow_tf32
+        torch.backends.cudnn.allow_tf32 = False
+        return self
+
+    def __exit__(self, *exc):
+        torch.backends.cudnn.allow_tf32 = self.old
+
+
+def ref_kernel(data):
+    a, b = data
+    with NoTF32():
+        return (a @ b) * _SCALE
+
+
+def _residual(x, y):
+    return (x - y).abs().max().item() / _RTOL
+
+
+def generate_input(size, seed):
+    return torch.randn(size, size), torch.randn(size, size)
+
+
+@torch.no_grad()
+def check_implementation(data, output):
+    old = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        expected = ref_kernel(data)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+    return _residual(output, expected) < 1, ''
+"#;
+
+#[test]
+fn the_seed_leaves_out_what_ref_kernel_does_not_use_and_passes_the_static_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = write_task(
+        dir.path(),
+        "files:\n  - {\"name\": \"task.py\", \"source\": \"task.py\"}\nlang: \"py\"\n\
+         tests:\n  - {\"size\": 16, \"seed\": 1}\nbenchmarks:\n  - {\"size\": 64, \"seed\": 2}\n",
+        Some(CHECKED_MATMUL),
+    );
+    let out = dir.path().join("out");
+    let imported = import_gpumode(&folder, &standin(&out)).unwrap();
+    let task = &imported.task;
+    let seed = &task.seed.as_ref().unwrap().content;
+    for gone in [
+        "def check_implementation",
+        "try:",
+        "def _residual",
+        "_RTOL",
+        "def generate_input",
+        "@torch.no_grad",
+    ] {
+        assert!(!seed.contains(gone), "{gone} is still in the seed:\n{seed}");
+    }
+    for kept in [
+        "class NoTF32",
+        "_SCALE = 2.0",
+        "def ref_kernel",
+        "import torch",
+        "from task import input_t",
+    ] {
+        assert!(seed.contains(kept), "{kept} is missing from the seed:\n{seed}");
+    }
+    assert!(
+        imported
+            .checks
+            .iter()
+            .any(|c| c.contains("without what ref_kernel does not use")
+                && c.contains("check_implementation")
+                && c.contains("_residual")),
+        "{:?}",
+        imported.checks
+    );
+    assert_eq!(
+        ksearch_eval::check_sources(
+            ksearch_spec::Language::Python,
+            &[SourceFile {
+                path: "seed.py".into(),
+                content: seed.clone(),
+            }],
+            &task.config
+        ),
+        None,
+        "the seed passes the static checks:\n{seed}"
+    );
+    // The definition's reference is reference.py whole (the checker stays the reference's).
+    assert!(task.definition.reference.contains("def check_implementation"));
 }
 
 fn write_task(dir: &Path, yml: &str, reference: Option<&str>) -> std::path::PathBuf {

@@ -70,6 +70,10 @@ class Module:
     def import_entry(self, torch, device):
         """Run the module (its code runs here) and return its entry: a function, or a class
         constructed as `torch.manual_seed(init.seed); cls(*init.args)` and moved to `device`."""
+        with PrecisionFlags(torch):
+            return self._import_entry(torch, device)
+
+    def _import_entry(self, torch, device):
         entry = pyloader.import_symbol(self.folder, self._file, _MODULE, self._symbol,
                                        self._python_path)
         if entry is None:
@@ -89,6 +93,48 @@ class Module:
                 f"'{self._symbol}' in {self._file} is a {type(entry).__name__}, not a function "
                 f"or class"))
         return entry
+
+
+class PrecisionFlags:
+    """PyTorch's process-wide precision switches as they were before the candidate's code ran,
+    put back after it (its load, each of its calls). A candidate may set them for its own work
+    (GPU MODE's references turn TF32 off around a matmul; ksearch's static checks allow exactly
+    these assignments), but what it leaves set must not reach the reference, which runs in the
+    same process: TF32 left on would make the reference less exact, and cuDNN's benchmark mode
+    would change its times."""
+
+    FLAGS = (("cuda", "matmul", "allow_tf32"),
+             ("cuda", "matmul", "allow_fp16_reduced_precision_reduction"),
+             ("cuda", "matmul", "allow_bf16_reduced_precision_reduction"),
+             ("cudnn", "allow_tf32"), ("cudnn", "deterministic"), ("cudnn", "benchmark"))
+
+    def __init__(self, torch):
+        self._torch = torch
+        self._saved = []
+
+    def _owner(self, path):
+        owner = getattr(self._torch, "backends", None)
+        for part in path[:-1]:
+            owner = getattr(owner, part, None)
+        return owner
+
+    def __enter__(self):
+        self._saved = []
+        for path in self.FLAGS:
+            owner = self._owner(path)
+            if owner is not None and hasattr(owner, path[-1]):
+                self._saved.append((owner, path[-1], getattr(owner, path[-1])))
+        matmul = getattr(self._torch, "get_float32_matmul_precision", None)
+        self._precision = matmul() if callable(matmul) else None
+        return self
+
+    def __exit__(self, *exc):
+        for owner, name, value in self._saved:
+            if getattr(owner, name) != value:
+                setattr(owner, name, value)
+        if self._precision is not None and self._torch.get_float32_matmul_precision() != self._precision:
+            self._torch.set_float32_matmul_precision(self._precision)
+        return False
 
 
 def _dropout_off(torch, module):
@@ -132,6 +178,9 @@ class Kernel:
         self._torch = torch
         # Kernels launched on torch's current stream can be captured into a CUDA graph.
         self.graph_capturable = mem.is_cuda
+        # Put back after each call, in `results` (outside the timed region, before the
+        # reference's turn).
+        self._flags = PrecisionFlags(torch).__enter__()
 
     def bind(self, inputs, outputs):
         values = [v.item() if hasattr(v, "item") and not isinstance(v, self._torch.Tensor)
@@ -157,6 +206,7 @@ class Kernel:
         return call
 
     def results(self, raw, outputs, shapes):
+        self._flags.__exit__(None, None, None)
         if self._calling == "dps":
             return outputs
         torch, spec = self._torch, self._spec
