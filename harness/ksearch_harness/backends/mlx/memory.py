@@ -100,6 +100,18 @@ def device_copy(mx, array):
     return mx.bitwise_or(raw, mx.zeros((), dtype=bits)).view(array.dtype)
 
 
+def same_bits(mx, a, b):
+    """Whether two MLX arrays hold the same bits (NaN payloads and -0.0 included), tested on
+    their device."""
+    if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+        return False
+    if a.size == 0:
+        return True
+    bits = getattr(mx, _UNSIGNED[a.itemsize])
+    a, b = a.view(bits), b.view(bits)
+    return bool(mx.array_equal(a, b).item())
+
+
 def to_numpy(mx, array):
     """A host copy; bfloat16 widened to float32 exactly."""
     if array.dtype == mx.bfloat16:
@@ -179,24 +191,42 @@ class MlxMemory:
         return into
 
     def changed_input(self, spec, pristine, mine):
-        """Bitwise comparison of the candidate's arrays with the pristine contents."""
-        mx = self.mx
-        for t, before, after in spec.read_only(pristine, mine):
-            if not isinstance(before, np.ndarray) or before.size == 0:
+        """Bitwise comparison of the candidate's arrays with the pristine contents: on the
+        device against the pool's window where the call's input was copied from one (the timing
+        stage on a GPU), else on the host."""
+        windows = getattr(mine, "windows", None)
+        for i, (t, before, after) in enumerate(zip(spec.inputs, pristine, mine)):
+            if t.name in spec.writable:
                 continue
-            if t.dtype_name == "bfloat16":
-                fresh = np.array(self.upload(before, t).view(mx.uint16))
-                now = np.array(after.view(mx.uint16))
-            else:
-                fresh, now = before, np.array(after)
-            n = before.size
-            a = np.ascontiguousarray(now).reshape(n, -1).view(np.uint8)
-            b = np.ascontiguousarray(fresh).reshape(n, -1).view(np.uint8)
-            if a.shape == b.shape and np.array_equal(a, b):
+            window = windows[i] if windows is not None else None
+            if window is not None and same_bits(self.mx, window, after):
                 continue
-            changed = n if a.shape != b.shape else int(np.count_nonzero((a != b).any(axis=1)))
-            return changed_text(t.name, changed, n)
+            changed = self._changed_on_host(t, before, after)
+            if changed:
+                return changed
         return None
+
+    def _changed_on_host(self, t, before, after):
+        mx = self.mx
+        if not isinstance(before, np.ndarray) or before.size == 0:
+            return None
+        if t.dtype_name == "bfloat16":
+            fresh = np.array(self.upload(before, t).view(mx.uint16))
+            now = np.array(after.view(mx.uint16))
+        else:
+            fresh, now = before, np.array(after)
+        n = before.size
+        a = np.ascontiguousarray(now).reshape(n, -1).view(np.uint8)
+        b = np.ascontiguousarray(fresh).reshape(n, -1).view(np.uint8)
+        if a.shape == b.shape and np.array_equal(a, b):
+            return None
+        changed = n if a.shape != b.shape else int(np.count_nonzero((a != b).any(axis=1)))
+        return changed_text(t.name, changed, n)
+
+    def timing_checks(self, ctx):
+        """The timing stage's per-call checks done by MLX (checks.py), or None for the host's."""
+        from .checks import DeviceChecks
+        return DeviceChecks.of(self, ctx)
 
     def reference_inputs(self, values):
         if self.reference_on_device:
@@ -233,7 +263,9 @@ class MlxMemory:
             buffer = buffers[i]
             pool = pools[i] if pools is not None else None
             if pool is not None:
-                buffers[i] = pool.call(self.mx, k)
+                window = pool.window_of(k)
+                buffers.windows[i] = window  # what changed_input compares it with, on the device
+                buffers[i] = device_copy(self.mx, window)
                 values.append(buffers[i])
                 continue
             expected = source.expected(k)
@@ -268,6 +300,7 @@ class _Buffers(list):
     def __init__(self, pools):
         super().__init__([None] * len(pools))
         self.pools = list(pools)
+        self.windows = [None] * len(pools)  # each pooled input's window of the current call
 
 
 class _DevicePool:
@@ -277,13 +310,12 @@ class _DevicePool:
     def __init__(self, array, window):
         self.array, self.window = array, window
 
-    def call(self, mx, k):
-        """Call k's input: a new array written on the device from its window of the pool."""
+    def window_of(self, k):
+        """Call k's contents on the device (a view of the pool, not a copy)."""
         if self.window is None:
-            return device_copy(mx, self.array)
+            return self.array
         o = int(self.window.offsets[k])
-        part = self.array[o:o + self.window.n].reshape(self.window.shape())
-        return device_copy(mx, part)
+        return self.array[o:o + self.window.n].reshape(self.window.shape())
 
 
 def _first_lines(error, limit=2000):
