@@ -177,3 +177,116 @@ class FastPath(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def _compare_whole(out, ref, atol, rtol):
+    """compare() as it was before it worked in chunks (whole-array temporaries): the oracle the
+    chunked one must agree with."""
+    from ksearch_harness.compare import Check
+    c = Check()
+    if out.dtype.kind == "b":
+        o = out.reshape(-1).view(np.uint8).astype(np.float64)
+        r = (np.asarray(ref).reshape(-1) != 0).astype(np.float64)
+    else:
+        o, r = out.reshape(-1).astype(np.float64), np.asarray(ref).reshape(-1).astype(np.float64)
+    c.elements = o.size
+    if o.size == 0:
+        return c
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(o - r)
+        abs_r = np.abs(r)
+        ok = diff <= abs_r * rtol + atol
+        both = np.isfinite(o) & np.isfinite(r)
+        ok &= both
+        ok |= np.isnan(o) & np.isnan(r)
+        ok |= np.isinf(o) & (o == r)
+    c.mismatched = int(o.size - np.count_nonzero(ok))
+    c.pairs = int(np.count_nonzero(both))
+    if c.pairs:
+        d, a = diff[both], abs_r[both]
+        c.max_abs = float(d.max())
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = (d / a)[a != 0]
+        if rel.size:
+            c.max_rel = float(rel.max())
+        c.sq_diff, c.sq_ref = float(np.dot(d, d)), float(np.dot(a, a))
+    if c.mismatched:
+        flat = int(np.argmin(ok))
+        c.first = tuple(int(i) for i in np.unravel_index(flat, out.shape))
+        c.got, c.expected = float(o[flat]), float(r[flat])
+        if out.dtype.kind in "iub" and math.isfinite(c.got):
+            c.got = int(c.got)
+        if out.dtype.kind in "iub" and math.isfinite(c.expected):
+            c.expected = int(c.expected)
+        bad = ~ok
+        if out.dtype.kind == "f":
+            still = np.isnan(o) & ~np.isnan(r)
+        elif out.dtype.kind == "b":
+            still = o == dtypes.POISON_BOOL_BYTE
+        else:
+            still = o == float(np.iinfo(out.dtype).max)
+        c.unwritten = int(np.count_nonzero(still & bad))
+    return c
+
+
+class Chunked(unittest.TestCase):
+    """compare() works HOST_CHUNK elements at a time; every count, the first mismatch and the
+    statistics agree with the whole-array rule, also across chunk boundaries."""
+
+    def same(self, out, ref, atol, rtol):
+        a, b = compare(out, ref, atol, rtol), _compare_whole(out, ref, atol, rtol)
+        for f in ("elements", "mismatched", "pairs", "first", "got", "expected", "unwritten"):
+            ga, gb = getattr(a, f), getattr(b, f)
+            if isinstance(ga, float) and math.isnan(ga):
+                self.assertTrue(math.isnan(gb), f)
+            else:
+                self.assertEqual(ga, gb, f)
+        for f in ("max_abs", "max_rel", "sq_diff", "sq_ref"):
+            ga, gb = getattr(a, f), getattr(b, f)
+            if math.isnan(gb):
+                self.assertTrue(math.isnan(ga), f)
+            else:
+                self.assertAlmostEqual(ga, gb, delta=1e-12 * max(1.0, abs(gb)), msg=f)
+
+    def test_floats_with_mismatches_nan_and_inf_across_chunks(self):
+        from ksearch_harness.compare import HOST_CHUNK
+        rng = np.random.default_rng(5)
+        n = 3 * 123 * (HOST_CHUNK // 123 + 1)  # a multiple of 123, past three chunks
+        ref = rng.standard_normal(n).astype(np.float32)
+        for case in range(6):
+            out = ref + rng.standard_normal(n).astype(np.float32) * 1e-4
+            if case >= 1:
+                out[HOST_CHUNK + 7] += 1.0  # the first mismatch, in the second chunk
+                out[2 * HOST_CHUNK + 1] = np.nan
+            if case >= 2:
+                ref2 = ref.copy()
+                ref2[[5, HOST_CHUNK * 2 + 9]] = np.inf
+                out[5] = np.inf
+                out[HOST_CHUNK * 2 + 9] = -np.inf
+            else:
+                ref2 = ref
+            if case >= 3:
+                ref2 = ref2.copy()
+                ref2[HOST_CHUNK * 3 + 3] = np.nan
+                out[HOST_CHUNK * 3 + 3] = np.nan
+            if case == 4:
+                ref2 = np.zeros(n, np.float32)
+            if case == 5:
+                out = out.astype(np.float16)
+            self.same(out.reshape(-1, 123) if case == 4 else out,
+                      ref2.reshape(-1, 123) if case == 4 else ref2, 1e-3, 1e-3)
+
+    def test_integers_bools_and_empty(self):
+        from ksearch_harness.compare import HOST_CHUNK
+        rng = np.random.default_rng(6)
+        n = 2 * HOST_CHUNK + 5
+        ints = rng.integers(-100, 100, n).astype(np.int32)
+        got = ints.copy()
+        got[[3, HOST_CHUNK + 1]] = np.iinfo(np.int32).max
+        self.same(got, ints, 0, 0)
+        truth = rng.integers(0, 2, n).astype(np.bool_)
+        b = truth.copy()
+        b.view(np.uint8)[HOST_CHUNK + 2] = dtypes.POISON_BOOL_BYTE
+        self.same(b, truth, 0, 0)
+        self.same(np.zeros(0, np.float32), np.zeros(0, np.float32), 1e-3, 1e-3)
+        self.same(np.array(1.5, np.float32), np.array(2.5, np.float32), 1e-3, 1e-3)
