@@ -186,9 +186,13 @@ def largest_finite_magnitude(ref):
     r = np.asarray(ref)
     if r.dtype.kind == "b":
         return 1.0 if r.any() else 0.0
-    r = np.abs(r.reshape(-1).astype(np.float64))
-    r = r[np.isfinite(r)]
-    return float(r.max()) if r.size else 0.0
+    flat, largest = r.reshape(-1), 0.0
+    for start in range(0, flat.size, HOST_CHUNK):  # in cache, as compare()
+        c = np.abs(flat[start:start + HOST_CHUNK].astype(np.float64))
+        c = c[np.isfinite(c)]
+        if c.size:
+            largest = max(largest, float(c.max()))
+    return largest
 
 
 class Tally:

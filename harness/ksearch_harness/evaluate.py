@@ -71,6 +71,9 @@ class _Context:
         self.maker = InputMaker(spec, correctness, request.get("seed", 0), request.get("task_dir"))
         if getattr(self.mem, "device_native", False):
             self.maker.on_device(self.mem.torch, self.mem.device, self.mem.upload)
+        device_inputs = getattr(self.mem, "device_inputs", None)
+        if device_inputs is not None and device_inputs(self.maker) is not None:
+            self.maker.draw_with(device_inputs(self.maker))
         table = correctness.get("tolerance") or {}
         self.tolerances = {t.name: (*dtypes.tolerance(t.dtype_name, table), t.dtype)
                            for t in spec.outputs}

@@ -61,6 +61,11 @@ class InputMaker:
         from .backends.torch_gpu.inputs import DeviceInputs
         self._device = DeviceInputs(self, torch, device, upload)
 
+    def draw_with(self, device_inputs):
+        """Draw with `device_inputs` (a backend's: backends/mlx/inputs.py) from now on: its
+        draw() and feed() replace this maker's."""
+        self._device = device_inputs
+
     def draw(self, index, workload, trial, axes, stream=None):
         """Inputs in definition order: arrays as ndarrays, scalars as NumPy scalars.
 
