@@ -218,6 +218,7 @@ fn start_search(args: StartSearchArgs) -> anyhow::Result<serde_json::Value> {
             rounds: args.rounds,
             strategy: ksearch_search::engine::Strategy::WorldModel,
             knob_share: ksearch_search::engine::EngineConfig::default().knob_share,
+            remeasure: ksearch_search::engine::EngineConfig::default().remeasure,
             context: ksearch_kb::ContextLevel::Full,
             parallel,
             devices: None,

@@ -49,6 +49,12 @@ pub(crate) struct RunArgs {
     /// (`#define BLOCK 128 // ksearch: knob values=[64, 128, 256]`; world-model strategy; 0: off).
     #[arg(long, default_value_t = 0.25, value_name = "SHARE")]
     knob_share: f64,
+    /// How often the run's best may be measured again when a challenger reads faster than it
+    /// beyond the challenger's own noise but within the best's (docs/engine.md, "Re-measuring a
+    /// noisy best"); 0: never. Re-measurements depend on measured noise, so two runs of one
+    /// search can differ in them.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    remeasure: u32,
     /// What the prompts cite from the knowledge base: `none`, `hardware` (the target's figures)
     /// or `full` (figures, patterns, the translation layer into the target, properties to keep,
     /// and the task's expertise); the published three-configuration comparison.
@@ -232,6 +238,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
             rounds: args.rounds,
             strategy,
             knob_share: args.knob_share,
+            remeasure: args.remeasure,
             context: args.context,
             parallel,
             devices: args.devices.clone(),

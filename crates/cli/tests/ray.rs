@@ -170,6 +170,10 @@ fn search_rounds(work: &Path, run_dir: &Path, rounds: &str, extra: &[&str]) -> R
         rounds,
         "--seed",
         "3",
+        // Whether the best is measured again depends on the noise each run measured: the two
+        // executors are compared on the same evaluations, so none.
+        "--remeasure",
+        "0",
         "--json",
         "--out",
         run_dir.to_str().unwrap(),

@@ -2,13 +2,14 @@
 torch functions. See standin_dtypes.py.
 """
 
+import collections
 import contextlib
 import functools
 import math
 
 import standin_dtypes as D
 from standin_dtypes import (Missing, _builtin_bool, _builtin_float, _builtin_int, _promote, dtype,
-                            int64)
+                            int32, int64)
 from standin_tensor import Tensor, _dim, _sizes, _tensor
 
 # ---------------------------------------------------------------------------------------------
@@ -80,6 +81,10 @@ def linspace(start, end, steps, **kw):
     return _factory("linspace", (steps,), kw)
 
 
+def logspace(start, end, steps, base=10.0, **kw):
+    return _factory("logspace", (steps,), kw)
+
+
 def eye(n, m=None, **kw):
     return _factory("eye", (n, n if m is None else m), kw)
 
@@ -140,19 +145,33 @@ def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     equation = equation.replace(" ", "")
-    if "..." in equation:
-        raise Missing("torch.einsum with '...'")
-    inputs, _, output = equation.partition("->")
+    inputs, arrow, output = equation.partition("->")
     terms = inputs.split(",")
+    if len(terms) != len(operands):
+        raise RuntimeError(f"einsum: {len(terms)} terms for {len(operands)} operands")
+    # '...': the dimensions a term leaves unnamed, broadcast across the operands (right-aligned),
+    # each given a letter of its own that the equation does not use.
+    spare = (chr(c) for c in range(0x100, 0x200) if chr(c) not in equation)
+    widths = [op.dim() - (len(term) - 3) if "..." in term else 0 for term, op in zip(terms, operands)]
+    if any(w < 0 for w in widths):
+        raise RuntimeError(f"einsum: a term of '{equation}' names more dimensions than its operand has")
+    dots = "".join(next(spare) for _ in range(max(widths, default=0)))
+    terms = [t.replace("...", dots[len(dots) - w:] if w else "") for t, w in zip(terms, widths)]
     sizes = {}
     for term, op in zip(terms, operands):
         if len(term) != op.dim():
             raise RuntimeError(f"einsum term '{term}' does not fit a {op.dim()}-D operand")
         for letter, size in zip(term, op.shape):
-            if sizes.setdefault(letter, size) != size and 1 not in (size, sizes[letter]):
-                raise RuntimeError(f"einsum: '{letter}' is {sizes[letter]} and {size}")
-    if not _:
-        output = "".join(sorted(c for c in sizes if inputs.count(c) == 1))
+            known = sizes.setdefault(letter, size)
+            if known != size:
+                if 1 not in (size, known):
+                    raise RuntimeError(f"einsum: '{letter}' is {known} and {size}")
+                sizes[letter] = max(known, size)  # a 1 broadcasts
+    if arrow:
+        output = output.replace("...", dots)
+    else:
+        singles = "".join(sorted(c for c in sizes if c not in dots and "".join(terms).count(c) == 1))
+        output = dots + singles
     dt = functools.reduce(_promote, (o.dtype for o in operands))
     return Tensor(tuple(sizes[c] for c in output), dt, operands[0].device)
 
@@ -260,10 +279,92 @@ for _name in ("abs neg exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos ta
               "add sub mul div pow maximum minimum eq ne lt gt le ge sum mean prod amax amin std var "
               "norm logsumexp all any argmax argmin max min topk sort argsort reshape flatten permute "
               "transpose swapaxes t unsqueeze squeeze chunk split narrow masked_fill unbind "
-              "sinh cosh atan asin acos frac logical_not").split():
+              "sinh cosh atan asin acos frac logical_not diagonal diag_embed repeat_interleave").split():
     _FUNCTIONS[_name] = _method(_name)
 del _name
 _FUNCTIONS.update(multiply=_FUNCTIONS["mul"], subtract=_FUNCTIONS["sub"], divide=_FUNCTIONS["div"],
                   true_divide=_FUNCTIONS["div"])
 
 
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.linalg and the LAPACK-style functions on torch (GPU MODE's linalg problems)
+
+_LU = collections.namedtuple("cholesky_ex", ["L", "info"])
+_EIGH = collections.namedtuple("eigh", ["eigenvalues", "eigenvectors"])
+_QR = collections.namedtuple("qr", ["Q", "R"])
+_GEQRF = collections.namedtuple("geqrf", ["a", "tau"])
+
+
+def _matrices(a, what):
+    if a.dim() < 2:
+        raise RuntimeError(f"{what}: the input must have at least 2 dimensions, not {a.dim()}")
+    return tuple(a.shape[:-2]), a.shape[-2], a.shape[-1]
+
+
+def _square(a, what):
+    batch, m, n = _matrices(a, what)
+    if m != n:
+        raise RuntimeError(f"{what}: a batch of square matrices is needed, not {m} by {n}")
+    return batch, n
+
+
+def _linalg_cholesky(a, upper=False, out=None):
+    _square(a, "linalg.cholesky")
+    return Tensor(a.shape, a.dtype, a.device)
+
+
+def _linalg_cholesky_ex(a, upper=False, check_errors=False, out=None):
+    batch, _ = _square(a, "linalg.cholesky_ex")
+    return _LU(Tensor(a.shape, a.dtype, a.device), Tensor(batch, int32, a.device))
+
+
+def _linalg_eigh(a, UPLO="L", out=None):
+    batch, n = _square(a, "linalg.eigh")
+    return _EIGH(Tensor(batch + (n,), a.dtype, a.device), Tensor(a.shape, a.dtype, a.device))
+
+
+def _linalg_eigvalsh(a, UPLO="L", out=None):
+    batch, n = _square(a, "linalg.eigvalsh")
+    return Tensor(batch + (n,), a.dtype, a.device)
+
+
+def _linalg_qr(a, mode="reduced", out=None):
+    batch, m, n = _matrices(a, "linalg.qr")
+    k = min(m, n)
+    if mode == "complete":
+        return _QR(Tensor(batch + (m, m), a.dtype, a.device), Tensor(batch + (m, n), a.dtype, a.device))
+    if mode == "r":
+        return _QR(Tensor((0,), a.dtype, a.device), Tensor(batch + (k, n), a.dtype, a.device))
+    return _QR(Tensor(batch + (m, k), a.dtype, a.device), Tensor(batch + (k, n), a.dtype, a.device))
+
+
+def _linalg_householder_product(a, tau, out=None):
+    _matrices(a, "linalg.householder_product")
+    return Tensor(a.shape, a.dtype, a.device)
+
+
+def _linalg_matrix_norm(a, ord="fro", dim=(-2, -1), keepdim=False, dtype=None, out=None):
+    n = a.dim()
+    dims = sorted(_dim(d, n) for d in dim)
+    shape = [1 if i in dims else s for i, s in enumerate(a.shape)] if keepdim else \
+        [s for i, s in enumerate(a.shape) if i not in dims]
+    return Tensor(tuple(shape), dtype or a.dtype, a.device)
+
+
+def multinomial(input, num_samples, replacement=False, generator=None, out=None):  # noqa: A002
+    if input.dim() not in (1, 2):
+        raise RuntimeError(f"multinomial: prob_dist must be 1 or 2 dim, not {input.dim()}")
+    return Tensor(tuple(input.shape[:-1]) + (num_samples,), int64, input.device,
+                  {"fn": "multinomial"})
+
+
+def geqrf(a, out=None):
+    batch, m, n = _matrices(a, "geqrf")
+    return _GEQRF(Tensor(a.shape, a.dtype, a.device), Tensor(batch + (min(m, n),), a.dtype, a.device))
+
+
+_LINALG = {"cholesky": _linalg_cholesky, "cholesky_ex": _linalg_cholesky_ex, "eigh": _linalg_eigh,
+          "eigvalsh": _linalg_eigvalsh, "qr": _linalg_qr,
+          "householder_product": _linalg_householder_product, "matrix_norm": _linalg_matrix_norm}

@@ -418,6 +418,37 @@ class Tensor:
 
     swapaxes = transpose
 
+    def diagonal(self, offset=0, dim1=0, dim2=1):
+        """A view of the diagonal: dim1 and dim2 removed, their diagonal's length last."""
+        n = len(self._shape)
+        a, b = _dim(dim1, n), _dim(dim2, n)
+        if a == b:
+            raise RuntimeError("diagonal dimensions cannot be identical")
+        rows, cols = self._shape[a], self._shape[b]
+        length = max(0, min(rows, cols - offset) if offset >= 0 else min(rows + offset, cols))
+        rest = [s for i, s in enumerate(self._shape) if i not in (a, b)]
+        return self._like(tuple(rest) + (length,))
+
+    def repeat_interleave(self, repeats, dim=None, output_size=None):
+        if not isinstance(repeats, _builtin_int):
+            if output_size is None:
+                raise D.Missing("Tensor.repeat_interleave with per-element repeats")
+            repeats = None
+        if dim is None:
+            n = math.prod(self._shape)
+            return self._like((output_size if repeats is None else n * repeats,))
+        d = _dim(dim, len(self._shape))
+        shape = list(self._shape)
+        shape[d] = output_size if repeats is None else shape[d] * repeats
+        return self._like(tuple(shape))
+
+    def diag_embed(self, offset=0, dim1=-2, dim2=-1):
+        """Matrices with this tensor's last dimension on their diagonal (the default dims)."""
+        if (dim1, dim2) not in ((-2, -1), (-1, -2)):
+            raise D.Missing("Tensor.diag_embed with other dims than the last two")
+        n = self._shape[-1] + abs(offset)
+        return self._like(tuple(self._shape[:-1]) + (n, n))
+
     def t(self):
         if len(self._shape) > 2:
             raise RuntimeError("t() expects a tensor with <= 2 dimensions")

@@ -362,6 +362,29 @@ def _init(t, *a, **k):
 # ---------------------------------------------------------------------------------------------
 # the module objects
 
+def _distribution(name):
+    """torch.distributions.NAME(...): `.sample(shape)` (and rsample) give a tensor of that shape
+    (float32, or the broadcast shape of tensor parameters before it)."""
+    class Distribution:
+        def __init__(self, *params, **kw):
+            tensors = [p for p in (*params, *kw.values()) if isinstance(p, Tensor)]
+            batch = ()
+            for t in tensors:
+                batch = _broadcast(batch, t.shape)
+            self._batch = batch
+            self._dtype = tensors[0].dtype if tensors else D._default_float
+
+        def sample(self, sample_shape=()):
+            shape = tuple(sample_shape) if isinstance(sample_shape, (tuple, list)) else \
+                (sample_shape,)
+            return Tensor(shape + tuple(self._batch), self._dtype, "cpu",
+                          {"fn": name.lower()})
+
+        rsample = sample
+    Distribution.__name__ = Distribution.__qualname__ = name
+    return Distribution
+
+
 def _module(name, names, doc):
     m = types.ModuleType(name, doc)
 
@@ -425,10 +448,16 @@ def install():
         "cuda": types.SimpleNamespace(matmul=types.SimpleNamespace(allow_tf32=False)),
         "mps": types.SimpleNamespace(is_available=lambda: False),
     }, "stand-in for torch.backends")
+    linalg = _module("torch.linalg", dict(O._LINALG), "stand-in for torch.linalg")
+    distributions = _module("torch.distributions", {
+        n: _distribution(n) for n in ("Normal", "Uniform", "Cauchy", "StudentT", "Laplace",
+                                      "Exponential", "Gamma", "Bernoulli", "LogNormal")},
+        "stand-in for torch.distributions")
     jit = _module("torch.jit", {"script": compile, "trace": lambda f, *a, **k: f,
                                 "ignore": lambda f=None, **k: f}, "stand-in for torch.jit")
     torch = _module("torch", {
         **public, **O._FUNCTIONS, "nn": nn, "cuda": cuda, "backends": backends, "jit": jit,
+        "linalg": linalg, "distributions": distributions,
         "float": D.float32, "int": D.int32, "bool": D.bool, "Tensor": Tensor,
         "use_deterministic_algorithms": lambda *a, **k: None,
         "set_printoptions": lambda *a, **k: None,
@@ -436,6 +465,7 @@ def install():
     }, "ksearch's shape-only stand-in for PyTorch")
     for name, module in (("torch", torch), ("torch.nn", nn), ("torch.nn.functional", F),
                          ("torch.nn.init", init), ("torch.cuda", cuda),
-                         ("torch.backends", backends), ("torch.jit", jit)):
+                         ("torch.backends", backends), ("torch.jit", jit),
+                         ("torch.linalg", linalg), ("torch.distributions", distributions)):
         sys.modules[name] = module
     return torch

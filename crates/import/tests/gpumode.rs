@@ -545,3 +545,73 @@ fn the_stand_in_gives_padding_and_convolution_shapes() {
         "{e}"
     );
 }
+
+/// The linear-algebra problems' calls (GPU MODE's linalg and bioml folders): logspace scalings,
+/// diagonals and diag_embed, einsum over '...', torch.linalg's factorisations and norms, geqrf,
+/// torch.distributions samples, multinomial and repeat_interleave.
+const LINALG: &str = r#"import torch
+
+
+def ref_kernel(data):
+    a, x = data
+    d = torch.diagonal(a, dim1=-2, dim2=-1)
+    pair = torch.einsum("...ik,...jk->...ij", x, x)
+    values, vectors = torch.linalg.eigh(a)
+    q, r = torch.linalg.qr(x)
+    h, tau = torch.geqrf(x)
+    return (d, pair, torch.einsum("...i,...i", x, x), torch.diag_embed(d),
+            torch.linalg.cholesky_ex(a, check_errors=False).L, values, r, tau,
+            torch.linalg.householder_product(h, tau), torch.linalg.matrix_norm(a, ord=1, dim=(-2, -1)))
+
+
+def generate_input(batch, n, seed):
+    gen = torch.Generator()
+    gen.manual_seed(seed)
+    a = torch.randn((batch, n, n), generator=gen)
+    a = a * torch.logspace(0.0, -2.0, n)
+    a.diagonal(dim1=-2, dim2=-1).add_(torch.linspace(1.0, 0.25, n))
+    heavy = torch.distributions.Cauchy(0, 2).sample((batch, 3, n, 5))
+    picks = torch.multinomial(torch.rand(4), batch, replacement=True, generator=gen)
+    scale = torch.rand(n // 2).repeat_interleave(2)
+    return a, heavy * scale[None, None, :, None] + picks.float()[:, None, None, None]
+"#;
+
+#[test]
+fn the_stand_in_gives_linear_algebra_shapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = write_task(
+        dir.path(),
+        "tests:\n  - {batch: 2, n: 8, seed: 1}\n  - {batch: 4, n: 16, seed: 2}\n",
+        Some(LINALG),
+    );
+    let out = dir.path().join("out");
+    let imported = import_gpumode(&folder, &standin(&out)).unwrap_or_else(|e| panic!("{e}"));
+    let task = &imported.task;
+    let def = &task.definition;
+    let sizes = |output: &str| -> Vec<Vec<i64>> {
+        task.workloads
+            .iter()
+            .map(|w| {
+                def.outputs[output]
+                    .dims()
+                    .iter()
+                    .map(|a| match &def.axes[a.as_str()] {
+                        Axis::Const { value, .. } => *value,
+                        Axis::Var { .. } => w.axes[a.as_str()],
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    assert_eq!(sizes("output0"), [[2, 8], [4, 16]]);
+    assert_eq!(sizes("output1"), [[2, 3, 8, 8], [4, 3, 16, 16]]);
+    assert_eq!(sizes("output2"), [[2, 3, 8], [4, 3, 16]]);
+    assert_eq!(sizes("output3"), [[2, 8, 8], [4, 16, 16]]);
+    assert_eq!(sizes("output4"), [[2, 8, 8], [4, 16, 16]]);
+    assert_eq!(sizes("output5"), [[2, 8], [4, 16]]);
+    assert_eq!(sizes("output6"), [[2, 3, 5, 5], [4, 3, 5, 5]]);
+    assert_eq!(sizes("output7"), [[2, 3, 5], [4, 3, 5]]);
+    assert_eq!(sizes("output8"), [[2, 3, 8, 5], [4, 3, 16, 5]]);
+    assert_eq!(sizes("output9"), [[2], [4]]);
+    run_generated(&out);
+}

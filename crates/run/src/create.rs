@@ -24,6 +24,8 @@ pub struct SearchSettings {
     /// Share of `rounds` that knob sweeps of written kernels may use (`EngineConfig::knob_share`);
     /// ignored, and recorded as 0, when the tuner is the brain.
     pub knob_share: f64,
+    /// How often the best may be measured again (`EngineConfig::remeasure`, `--remeasure`).
+    pub remeasure: u32,
     /// What the prompts cite from the knowledge base (`--context`).
     pub context: ksearch_kb::ContextLevel,
     /// Requests served at once (`EngineConfig::parallel`).
@@ -125,6 +127,7 @@ pub fn create_run(
         } else {
             settings.knob_share
         },
+        remeasure: settings.remeasure,
         ..EngineConfig::default()
     };
     let kb = crate::knowledge::kb()?;
