@@ -88,6 +88,18 @@ class Launchers(unittest.TestCase):
         result = self.statuses(req, ["incorrect_numerical"] * 3)
         self.assertIn("during timing", result.workloads[0]["reason"])
 
+    def test_a_subclass_of_mlx_array_is_not_an_output(self):
+        # A subclass could answer for the timed calls' device checks (its own __sub__, astype)
+        # without holding the values: only mlx.core.array itself is an output.
+        source = ("import mlx.core as mx\n"
+                  "class Answer(mx.array):\n"
+                  "    pass\n"
+                  "def softmax(x):\n"
+                  "    return Answer(mx.softmax(x, axis=-1))\n")
+        req = mlx_request({"launcher.py": source}, "launcher.py::softmax")
+        result = self.statuses(req, ["incorrect_dtype"] * 3)
+        self.assertIn("Answer, not an mlx.core.array", result.workloads[0]["reason"])
+
     def test_bfloat16_in_and_out(self):
         definition = {
             "name": "double", "op_type": "elementwise", "axes": {"N": {"type": "var"}},

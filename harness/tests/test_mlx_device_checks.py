@@ -71,6 +71,33 @@ class DeviceChecks(unittest.TestCase):
         self.assertTrue(all(isinstance(h, np.ndarray) for h in hosts))
         np.testing.assert_array_equal(hosts[1], np.array(ref[1]))
 
+    def test_large_outputs_are_tested_in_chunks(self):
+        from ksearch_harness.backends.mlx import checks
+        taken, ref = self.pair()
+        saved = checks.CHUNK
+        checks.CHUNK = 64  # 1000 elements: 16 chunks
+        try:
+            self.assertTrue(self.checks.passes(taken, ref, self.shapes, "w"))
+            wrong = np.array(taken[1])
+            wrong[999] += 1.0  # in the last chunk only
+            self.assertFalse(self.checks.passes([taken[0], self.mx.array(wrong)], ref,
+                                                self.shapes, "w"))
+        finally:
+            checks.CHUNK = saved
+
+    def test_a_subclass_of_mlx_array_is_left_to_the_host(self):
+        mx = self.mx
+
+        class Agrees(mx.array):  # arithmetic that would make any output look right
+            def __sub__(self, other):
+                return mx.zeros_like(other)
+
+            def astype(self, dtype):
+                return self
+
+        taken, ref = self.pair(dy=0.5)
+        self.assertIsNone(self.checks.passes([Agrees(taken[0]), taken[1]], ref, self.shapes, "w"))
+
     def test_a_result_the_device_cannot_test_is_left_to_the_host(self):
         taken, ref = self.pair()
         self.assertIsNone(self.checks.passes(taken, (np.array(ref[0]), ref[1]), self.shapes, "w"))
@@ -88,6 +115,28 @@ class DeviceChecks(unittest.TestCase):
         mem = MlxMemory(self.mx, spec, True, on_gpu=False)
         self.assertIsNone(mem.timing_checks(_Ctx(spec, {"y": (1e-5, 1e-5, None)},
                                                  _Reference(spec))))
+
+    def test_a_pool_written_by_a_call_is_caught_at_the_next(self):
+        # The calls' inputs are copied from one device pool and checked against a second one
+        # that no call sees: a kernel that wrote into the first (raw pointers) shows at the
+        # next call. Here the write is stood for by replacing the first pool's array.
+        from ksearch_harness import inputs as host
+        from ksearch_harness.backends.mlx.memory import MlxMemory
+        mx = self.mx
+        mem = MlxMemory(mx, self.spec, True, on_gpu=True)
+        n = 100
+        pools = [np.linspace(0, 1, n + 40).astype(np.float16), np.ones(n + 40, np.float32)]
+        sources = [host._Window(t, (n,), p, 40) for t, p in zip(self.spec.inputs, pools)]
+        for s in sources:
+            s.offsets = np.arange(0, 40, 4)
+        feed = host.Feed(sources)
+        mine = mem.feed_buffers(feed)
+        values = mem.fill(feed, 0, mine)
+        self.assertIsNone(mem.changed_input(self.spec, feed.expected(0), values))
+        mine.pools[1].array = mx.zeros(n + 40, dtype=mx.float32)  # "written" during call 0
+        values = mem.fill(feed, 1, mine)
+        text = mem.changed_input(self.spec, feed.expected(1), values)
+        self.assertIn("'w'", text or "")
 
     def test_bits_are_compared_exactly(self):
         from ksearch_harness.backends.mlx.memory import same_bits

@@ -150,7 +150,10 @@ class DevicePools(unittest.TestCase):
         mem.upload = counting_upload
         mine = mem.feed_buffers(feed)
         theirs = mem.feed_buffers(feed, for_reference=True)
-        self.assertEqual(sorted(uploads), ["b", "table", "x"], "one upload per pool, shared")
+        # Two per pool, made once and shared by both sides: the one the calls copy from and the
+        # pristine one their inputs are checked against.
+        self.assertEqual(sorted(uploads), ["b", "b", "table", "table", "x", "x"],
+                         "two uploads per pool, shared")
         seen = []
         for k in range(4):
             for buffers in (mine, theirs):
@@ -164,14 +167,15 @@ class DevicePools(unittest.TestCase):
                 self.assertEqual(np.array(values[2]).tobytes(), expected[2].tobytes())
                 self.assertEqual(values[3], 0.5)
                 seen.append(_address(values[0]))
-        self.assertEqual(sorted(uploads), ["b", "table", "x"], "no upload per call")
+        self.assertEqual(sorted(uploads), ["b", "b", "table", "table", "x", "x"],
+                         "no upload per call")
         # Each call's array is a new one written on the device, not the pool itself.
         pool = _address(mine.pools[0].array)
         self.assertNotIn(pool, seen)
         # A new feed (the next workload) gets its own pools.
         other = self.feed()
         mem.feed_buffers(other)
-        self.assertEqual(len(uploads), 6)
+        self.assertEqual(len(uploads), 12)
 
     def test_without_a_gpu_calls_are_uploaded_per_call(self):
         mem = self.mem.MlxMemory(self.mx, spec=None, reference_on_device=True, on_gpu=False)

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import tempfile
 import threading
 
@@ -96,11 +97,19 @@ def main():
     except Exception as e:  # noqa: BLE001 - whatever stops the import is the message
         out({"fatal": f"python3 cannot import ray ({e}); install it with `pip install ray`"})
         return 2
-    try:
-        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-    except Exception as e:  # noqa: BLE001
-        out({"fatal": f"cannot connect to the Ray cluster at {address}: {e}"})
-        return 2
+    for attempt in range(3):
+        try:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+            break
+        except Exception as e:  # noqa: BLE001
+            # A Ray client server that reached us but failed to start this client's server
+            # process (seen on a loaded 2-core machine: psutil.ZombieProcess in its proxier) is
+            # worth two more tries; anything else, an unreachable address first, is not.
+            if attempt < 2 and "Initialization failure from server" in str(e):
+                time.sleep(2.0)
+                continue
+            out({"fatal": f"cannot connect to the Ray cluster at {address}: {e}"})
+            return 2
     remote_probe = ray.remote(num_cpus=0)(probe)
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     refs = [

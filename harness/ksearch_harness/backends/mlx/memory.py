@@ -38,7 +38,10 @@ their release) ran before each call, while a device-to-device copy before each c
 (213 us) (bench/results/raw-2026-12-02-session12/probe.txt). So the feed's pools live on the
 device: each windowed input's pool (and each file input) is uploaded once per workload, and a
 timed call gets a device copy of its window, as the torch GPU backends do; only inputs drawn
-whole for each call (offsets, unique) are still uploaded per call.
+whole for each call (offsets, unique) are still uploaded per call. Each pool is held twice: the
+calls' inputs are copied from one, and the other, never handed to a call, is what each call's
+input is checked against, so a kernel that writes into the pool it was copied from (it has raw
+pointers) is caught at the next call.
 The L2 flush: before each timed call (timing.py) a 256 MiB buffer is read and written on the
 device (`flush_l2`), which evicts the GPU's last-level cache (the H200's 50 MiB L2, an Apple
 GPU's system-level cache).
@@ -254,7 +257,10 @@ class MlxMemory:
 
     def reference_inputs(self, values):
         if self.reference_on_device:
-            return self.inputs(values)
+            # Arrays MLX drew (inputs.py) are handed over as they are: the candidate has its own
+            # copies, already checked, and a third copy of each was one more at the peak.
+            return [v if isinstance(v, self.mx.array) else self.upload(v, t)
+                    for v, t in zip(values, self.spec.inputs)]
         return list(values)  # host arrays the caller reads no more (memory.py's HostMemory)
 
     def release_reference(self, raw, kept=()):
@@ -274,12 +280,20 @@ class MlxMemory:
     def _device_pool(self, source):
         if source.tensor.is_scalar:
             return None
+        # Two copies of each pool on the device: the calls' inputs are copied from one, and
+        # the other, which no call is given a view of, is what each call's input is checked
+        # against; a kernel that wrote into the first (it gets raw pointers) is caught at the
+        # next call, whose copy then differs from the second.
         if isinstance(source, host_inputs._Window):
             if isinstance(source.pool, self.mx.array):  # made on the device (inputs.py)
-                return _DevicePool(source.pool, source)
-            return _DevicePool(self.upload(np.ascontiguousarray(source.pool), source.tensor), source)
+                return _DevicePool(self.upload(source.pool, source.tensor), source.pool, source)
+            host = np.ascontiguousarray(source.pool)
+            return _DevicePool(self.upload(host, source.tensor), self.upload(host, source.tensor),
+                               source)
         if isinstance(source, host_inputs._Fixed):
-            return _DevicePool(self.upload(np.ascontiguousarray(source.expected(0)), source.tensor), None)
+            host = np.ascontiguousarray(source.expected(0))
+            return _DevicePool(self.upload(host, source.tensor), self.upload(host, source.tensor),
+                               None)
         return None  # drawn whole for each call: uploaded per call
 
     def fill(self, feed, k, buffers):
@@ -289,9 +303,9 @@ class MlxMemory:
             buffer = buffers[i]
             pool = pools[i] if pools is not None else None
             if pool is not None:
-                window = pool.window_of(k)
-                buffers.windows[i] = window  # what changed_input compares it with, on the device
-                buffers[i] = device_copy(self.mx, window)
+                # changed_input compares the call's input with the pristine pool's window.
+                buffers.windows[i] = pool.window_of(k, pristine=True)
+                buffers[i] = device_copy(self.mx, pool.window_of(k))
                 values.append(buffers[i])
                 continue
             expected = source.expected(k)
@@ -336,15 +350,17 @@ class _DevicePool:
     """One input's timing contents on the device: a windowed input's whole pool (`window` is
     its host source, which holds the offsets) or a file input's one value (`window` None)."""
 
-    def __init__(self, array, window):
-        self.array, self.window = array, window
+    def __init__(self, array, pristine, window):
+        self.array, self.pristine, self.window = array, pristine, window
 
-    def window_of(self, k):
-        """Call k's contents on the device (a view of the pool, not a copy)."""
+    def window_of(self, k, pristine=False):
+        """Call k's contents on the device (a view of the pool, not a copy): of the pool the
+        calls' inputs are copied from, or of the pristine one they are checked against."""
+        array = self.pristine if pristine else self.array
         if self.window is None:
-            return self.array
+            return array
         o = int(self.window.offsets[k])
-        return self.array[o:o + self.window.n].reshape(self.window.shape())
+        return array[o:o + self.window.n].reshape(self.window.shape())
 
 
 def _first_lines(error, limit=2000):
