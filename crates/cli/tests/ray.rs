@@ -200,6 +200,30 @@ fn records(run_dir: &Path) -> Vec<((i64, String), serde_json::Value)> {
 }
 
 /// The (candidate, purpose) of each evaluation, sorted (parallel runs record in any order).
+/// The candidates searched, and those re-measured at the end: the finals are every candidate
+/// whose search evaluation passed (these runs have at most `final_top_k` = 3 candidates). Which
+/// ones pass is up to the timings under load (a timing can be refused as suspicious), so two
+/// runs are compared on what they searched, each held to its own finals.
+fn searched_and_finals_consistent(recs: &[((i64, String), serde_json::Value)]) -> Vec<i64> {
+    let ids = |purpose: &str| -> Vec<i64> {
+        let mut v: Vec<i64> = recs
+            .iter()
+            .filter(|((_, p), _)| p == purpose)
+            .map(|((c, _), _)| *c)
+            .collect();
+        v.sort();
+        v
+    };
+    let mut passed: Vec<i64> = recs
+        .iter()
+        .filter(|((_, p), r)| p == "search" && r["status"] == "passed")
+        .map(|((c, _), _)| *c)
+        .collect();
+    passed.sort();
+    assert_eq!(ids("final"), passed, "the finals are the passing candidates: {recs:?}");
+    ids("search")
+}
+
 fn keys(recs: &[((i64, String), serde_json::Value)]) -> Vec<(i64, String)> {
     let mut k: Vec<_> = recs.iter().map(|(k, _)| k.clone()).collect();
     k.sort();
@@ -308,7 +332,10 @@ fn a_search_on_a_ray_cluster_ends_as_a_local_one_and_a_lost_worker_is_rerun_once
     // --parallel auto: the head's two CPUs.
     assert_eq!(r["max_in_flight"], 2, "{r}");
     let (lrec, rrec) = (records(&local_dir), records(&ray_dir));
-    assert_eq!(keys(&lrec), keys(&rrec));
+    assert_eq!(
+        searched_and_finals_consistent(&lrec),
+        searched_and_finals_consistent(&rrec)
+    );
     for (_, rec) in &rrec {
         // The node's own address (Ray reports the host's, whatever the head listens on).
         let ip = rec["node"]["ip"].as_str().unwrap_or("");
@@ -339,7 +366,10 @@ fn a_search_on_a_ray_cluster_ends_as_a_local_one_and_a_lost_worker_is_rerun_once
     let n = ids.len();
     ids.dedup();
     assert_eq!(ids.len(), n, "an evaluation was recorded twice: {ids:?}");
-    assert_eq!(ids, keys(&rrec));
+    assert_eq!(
+        searched_and_finals_consistent(&recs),
+        searched_and_finals_consistent(&rrec)
+    );
     let rerun: Vec<_> = recs.iter().filter(|(_, r)| r["node"]["attempts"] == 2).collect();
     assert_eq!(rerun.len(), 1, "{recs:?}");
 }
