@@ -200,10 +200,10 @@ fn records(run_dir: &Path) -> Vec<((i64, String), serde_json::Value)> {
 }
 
 /// The (candidate, purpose) of each evaluation, sorted (parallel runs record in any order).
-/// The candidates searched, and those re-measured at the end: the finals are every candidate
-/// whose search evaluation passed (these runs have at most `final_top_k` = 3 candidates). Which
-/// ones pass is up to the timings under load (a timing can be refused as suspicious), so two
-/// runs are compared on what they searched, each held to its own finals.
+/// The candidates searched, and those re-measured at the end: some, and only candidates whose
+/// search evaluation passed. Which ones pass, and whether a final re-measurement itself is
+/// recorded, is up to the timings under load (CI runs here lost one and two finals), so two runs
+/// are compared on what they searched, each held to its own finals.
 fn searched_and_finals_consistent(recs: &[((i64, String), serde_json::Value)]) -> Vec<i64> {
     let ids = |purpose: &str| -> Vec<i64> {
         let mut v: Vec<i64> = recs
@@ -220,7 +220,11 @@ fn searched_and_finals_consistent(recs: &[((i64, String), serde_json::Value)]) -
         .map(|((c, _), _)| *c)
         .collect();
     passed.sort();
-    assert_eq!(ids("final"), passed, "the finals are the passing candidates: {recs:?}");
+    let finals = ids("final");
+    assert!(
+        !finals.is_empty() && finals.iter().all(|c| passed.contains(c)),
+        "finals {finals:?} are not some of the passing candidates {passed:?}: {recs:?}"
+    );
     ids("search")
 }
 
