@@ -493,6 +493,24 @@ def generate_input(S, H, seed):
             torch.randn(8, 3, 3, 3), torch.randn(1, 2, 4, 5, 6), torch.randn(3, 2, 3, 1, 2))
 "#;
 
+/// Each workload's sizes of an output of the imported task.
+fn output_sizes(task: &ksearch_spec::Task, output: &str) -> Vec<Vec<i64>> {
+    let def = &task.definition;
+    task.workloads
+        .iter()
+        .map(|w| {
+            def.outputs[output]
+                .dims()
+                .iter()
+                .map(|a| match &def.axes[a.as_str()] {
+                    Axis::Const { value, .. } => *value,
+                    Axis::Var { .. } => w.axes[a.as_str()],
+                })
+                .collect()
+        })
+        .collect()
+}
+
 #[test]
 fn the_stand_in_gives_padding_and_convolution_shapes() {
     let dir = tempfile::tempdir().unwrap();
@@ -505,22 +523,7 @@ fn the_stand_in_gives_padding_and_convolution_shapes() {
     let imported = import_gpumode(&folder, &standin(&out)).unwrap_or_else(|e| panic!("{e}"));
     let task = &imported.task;
     let def = &task.definition;
-    // Each output's sizes in each workload.
-    let sizes = |output: &str| -> Vec<Vec<i64>> {
-        task.workloads
-            .iter()
-            .map(|w| {
-                def.outputs[output]
-                    .dims()
-                    .iter()
-                    .map(|a| match &def.axes[a.as_str()] {
-                        Axis::Const { value, .. } => *value,
-                        Axis::Var { .. } => w.axes[a.as_str()],
-                    })
-                    .collect()
-            })
-            .collect()
-    };
+    let sizes = |output: &str| output_sizes(task, output);
     // Causal padding by W - 1 on the left keeps the length: the output shares x's axis S.
     assert_eq!(def.outputs["output0"].dims()[2], "S");
     assert_eq!(sizes("output0"), [[2, 4, 16], [2, 4, 30]]);
@@ -587,22 +590,7 @@ fn the_stand_in_gives_linear_algebra_shapes() {
     let out = dir.path().join("out");
     let imported = import_gpumode(&folder, &standin(&out)).unwrap_or_else(|e| panic!("{e}"));
     let task = &imported.task;
-    let def = &task.definition;
-    let sizes = |output: &str| -> Vec<Vec<i64>> {
-        task.workloads
-            .iter()
-            .map(|w| {
-                def.outputs[output]
-                    .dims()
-                    .iter()
-                    .map(|a| match &def.axes[a.as_str()] {
-                        Axis::Const { value, .. } => *value,
-                        Axis::Var { .. } => w.axes[a.as_str()],
-                    })
-                    .collect()
-            })
-            .collect()
-    };
+    let sizes = |output: &str| output_sizes(task, output);
     assert_eq!(sizes("output0"), [[2, 8], [4, 16]]);
     assert_eq!(sizes("output1"), [[2, 3, 8, 8], [4, 3, 16, 16]]);
     assert_eq!(sizes("output2"), [[2, 3, 8], [4, 3, 16]]);
