@@ -51,6 +51,18 @@ impl Verdict {
         assert!(self.reason().contains(reason_part), "reason: {}", self.reason());
     }
 
+    /// The stage the attack runs in ends within `limit` seconds, as the harness timed it. The
+    /// whole command's wall time is not the measure: on a loaded 2-core CI machine its compile
+    /// and start-up took 11 s for a candidate whose correctness stage lasted milliseconds.
+    fn expect_correctness_ends_within(&self, limit: f64) {
+        let seconds = self.json["stage_seconds"]["correctness"].as_f64();
+        assert!(
+            seconds.is_some_and(|s| s < limit),
+            "correctness stage took {seconds:?} s (limit {limit} s); whole command {:?}",
+            self.run.elapsed
+        );
+    }
+
     fn medians(&self) -> Vec<f64> {
         self.json["workloads"]
             .as_array()
@@ -305,7 +317,7 @@ fn a_fork_bomb_is_killed_at_its_first_fork() {
     }
     let v = eval_candidate("fork_bomb.c", &[]);
     v.expect("runtime_error", SIGSYS);
-    assert!(v.run.elapsed < Duration::from_secs(10), "{:?}", v.run.elapsed);
+    v.expect_correctness_ends_within(5.0);
 }
 
 #[test]
@@ -315,7 +327,7 @@ fn a_100_gb_allocation_fails_under_the_memory_limit() {
         "runtime_error",
         "killed by signal 11 (SIGSEGV, invalid memory access) during correctness",
     );
-    assert!(v.run.elapsed < Duration::from_secs(10), "{:?}", v.run.elapsed);
+    v.expect_correctness_ends_within(5.0);
 }
 
 #[test]
