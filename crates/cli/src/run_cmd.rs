@@ -1,7 +1,7 @@
 //! `ksearch run`, `ksearch resume`, `ksearch evaluate` and `ksearch sync`: arguments and what
 //! they print; the run itself is ksearch-run's.
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use ksearch_devices::DeviceSpec;
 use ksearch_llm::LlmConfig;
 use ksearch_run::create::{create_run, NewRun, SearchSettings};
@@ -152,6 +152,12 @@ pub(crate) struct ResumeArgs {
     /// run recorded).
     #[arg(long, value_name = "PATH", requires = "ray_address")]
     ray_ksearch: Option<String>,
+    /// Raise the run's round budget to N (above the one it has) and go on: a running run spends
+    /// the new budget; a run its budget ended goes on from where that ended it and makes its
+    /// final re-measurement again at the new end. Refused, changing nothing, while the final
+    /// re-measurement is out or for a run that ended for another reason.
+    #[arg(long, value_name = "N")]
+    rounds: Option<u32>,
     #[arg(long)]
     json: bool,
 }
@@ -288,6 +294,13 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<u8> {
     if let Some(address) = &args.ray_address {
         let kind = args.executor.unwrap_or(run.executor);
         set_ray_cluster(&run, kind, address, args.ray_ksearch.as_deref())?;
+    }
+    if let Some(rounds) = args.rounds {
+        let raised = ksearch_run::budget::raise_budget(&run, rounds)
+            .with_context(|| format!("{}: --rounds {rounds}", args.run_dir.display()))?;
+        if !args.json {
+            eprintln!("round budget raised from {} to {}", raised.from, raised.to);
+        }
     }
     if !args.json {
         eprintln!("resuming {} with {}", args.run_dir.display(), run.brain.describe());

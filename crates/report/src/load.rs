@@ -470,7 +470,7 @@ fn spending(
                     }
                 }
             }
-            Event::Started { .. } => {}
+            Event::Started { .. } | Event::BudgetRaised { .. } => {}
         }
         out.push(now);
     }

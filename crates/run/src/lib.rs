@@ -11,6 +11,7 @@
 //!   snapshot checked against its hash, the recorded brain and executor); [`lock`] makes the
 //!   caller the run's one writer; [`sync`] takes back a copy continued elsewhere when it
 //!   extends this run (a fast-forward) and refuses diverged copies.
+//! - [`budget`]: `resume --rounds`, a run's round budget raised through the engine's event.
 //! - the driver loop: [`drive`] replays the event log into the engine, builds the brains and
 //!   the executor, and serves requests, up to the engine's `parallel` at once on worker
 //!   threads, until the run finishes, waits for an agent or for evaluations, or is stopped
@@ -49,6 +50,7 @@
 pub mod agent;
 pub mod brains;
 mod brief;
+pub mod budget;
 pub mod contract;
 pub mod create;
 pub mod drive;

@@ -186,10 +186,10 @@ impl Done {
     }
 }
 
-/// The request an event answers (`None` for `started`).
+/// The request an event answers (`None` for `started` and `budget_raised`).
 pub fn event_request_id(e: &Event) -> Option<&str> {
     match e {
-        Event::Started { .. } => None,
+        Event::Started { .. } | Event::BudgetRaised { .. } => None,
         Event::PlannerAnswered { request_id, .. }
         | Event::CoderAnswered { request_id, .. }
         | Event::Evaluated { request_id, .. }

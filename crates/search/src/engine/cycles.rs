@@ -1,6 +1,7 @@
 //! The `world-model` strategy's steps: planner requests and answers, and cycles (select an
 //! action, code rounds, end the cycle with the evidence), as docs/engine.md, "The loop", describes.
 
+use super::budget::ResumeAt;
 use super::{render, CodeKind, Cycle, Engine, EngineError, PlanKind, Request};
 use crate::world_model::Exploration;
 use ksearch_messages::extract::{first_json_object, retry_instruction};
@@ -110,6 +111,7 @@ impl Engine {
 
     pub(super) fn start_cycle(&mut self, may_propose: bool) -> Result<(), EngineError> {
         if self.round >= self.config.rounds {
+            self.resume_at = Some(ResumeAt::StartCycle { may_propose });
             return self.finalize();
         }
         let frontier = self.wm.frontier().len();
@@ -257,6 +259,7 @@ impl Engine {
         // The planner's refine/too-hard prompt describes the cycle that just ended.
         self.last_cycle = Some(cycle);
         if then_finalize {
+            self.resume_at = Some(ResumeAt::Plan(next));
             self.finalize()
         } else {
             self.request_plan(next, None)

@@ -22,6 +22,7 @@
 //! - **Randomness**: a splitmix64 PRNG seeded from `rng_seed`, advanced only by the sampling
 //!   done while applying an event, so a replay draws the same numbers.
 
+use super::budget::ResumeAt;
 use super::candidates::{measurement_lines, Candidate};
 use super::compare::{beats_by, rank_key, CompareRule};
 use super::protocol::{CodeKind, EngineConfig, Source};
@@ -387,6 +388,11 @@ pub(super) fn attempt_done(e: &mut Engine, tried: Tried, round: u32) -> Result<(
     fill(e)
 }
 
+/// A raised round budget: the rounds the old budget did not allow (budget.rs).
+pub(super) fn resume(e: &mut Engine) -> Result<(), EngineError> {
+    fill(e)
+}
+
 /// Starts rounds while the budget, `parallel` and free islands allow; finalizes when the budget
 /// is spent and no round is out.
 fn fill(e: &mut Engine) -> Result<(), EngineError> {
@@ -397,7 +403,10 @@ fn fill(e: &mut Engine) -> Result<(), EngineError> {
         let running = ev.running.len();
         match island {
             Some(i) if e.round < e.config.rounds && running < parallel => next_round(e, i)?,
-            _ if running == 0 => return e.finalize(),
+            _ if running == 0 => {
+                e.resume_at = Some(ResumeAt::Evolve);
+                return e.finalize();
+            }
             _ => return Ok(()),
         }
     }

@@ -41,6 +41,7 @@ impl Engine {
             .map(|c| c.id)
             .rev()
             .collect();
+        self.finalists = self.final_queue.clone();
     }
 
     /// Issues re-measurements up to `parallel` at once; finishes when none is left or out.
@@ -65,8 +66,10 @@ impl Engine {
             CompareRule::Paired => self.ranked(),
             CompareRule::Speedup => self.candidates.iter().collect(),
         };
+        // Final results of this end of the run only (an earlier end's stay on record).
         let finals = finalists
             .into_iter()
+            .filter(|c| self.finalists.contains(&c.id))
             .filter_map(|c| c.final_result.as_ref().filter(|r| r.passed()).map(|r| (c.id, r)));
         let by_final = match self.config.compare {
             CompareRule::Paired => finals

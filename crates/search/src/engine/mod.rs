@@ -13,6 +13,7 @@
 //! `world-model` (cycles.rs, with the event handlers here), `refine` (refine.rs) and `evolve`
 //! (evolve.rs); the latter two never call the planner.
 
+mod budget;
 mod candidates;
 mod compare;
 mod cycles;
@@ -65,6 +66,9 @@ pub enum EngineError {
     /// An invariant of the engine broke; the message says which.
     #[error("internal: {0}")]
     Internal(String),
+    /// A `budget_raised` event the run cannot take; the message says why.
+    #[error("the round budget cannot be raised: {0}")]
+    BudgetNotRaised(String),
 }
 
 /// One attempt of a cycle: a coder answer and what became of it.
@@ -133,7 +137,13 @@ pub struct Engine {
     /// Cycles spent per node, for the optional exploration bonus.
     visits: HashMap<NodeId, u32>,
     final_queue: Vec<i64>,
+    /// The candidates of the final re-measurement under way or made (its queue, before it
+    /// pops): only their final results decide the winner, not those of an earlier end of a run
+    /// whose budget was raised since.
+    finalists: Vec<i64>,
     stop_reason: Option<String>,
+    /// Where the round budget ended the search, for a raise of it (budget.rs).
+    resume_at: Option<budget::ResumeAt>,
     events_applied: u64,
     /// The cycle that ended last, which the refine / too-hard prompt describes.
     last_cycle: Option<Cycle>,
@@ -186,7 +196,9 @@ impl Engine {
             planner_try: 0,
             visits: HashMap::new(),
             final_queue: Vec::new(),
+            finalists: Vec::new(),
             stop_reason: None,
+            resume_at: None,
             events_applied: 0,
             last_cycle: None,
             propose_reason: String::new(),
@@ -445,6 +457,7 @@ impl Engine {
             Event::Evaluated {
                 candidate_id, summary, ..
             } => self.on_evaluated(*candidate_id, summary)?,
+            Event::BudgetRaised { rounds } => self.raise_budget(*rounds)?,
             Event::RequestFailed { error, fatal, .. } => {
                 if *fatal {
                     self.stop_reason = Some(error.clone());
@@ -492,6 +505,9 @@ impl Engine {
             if self.phase != Phase::NotStarted {
                 return Err(EngineError::AlreadyStarted);
             }
+            return Ok(None);
+        }
+        if let Event::BudgetRaised { .. } = event {
             return Ok(None);
         }
         match self.outstanding.iter().position(|o| answers(&o.request)) {

@@ -440,6 +440,13 @@ pub enum Event {
         /// Whether the search must end (see above).
         fatal: bool,
     },
+    /// The round budget raised to `rounds` (`ksearch resume --rounds`), answering no request:
+    /// a running search goes on to the new budget; a search its budget ended goes on from where
+    /// that ended it, and the final re-measurement is made again at the new end.
+    BudgetRaised {
+        /// The new round budget, above the old one.
+        rounds: u32,
+    },
 }
 
 impl Event {
@@ -451,6 +458,7 @@ impl Event {
             Event::CoderAnswered { .. } => "coder_answered",
             Event::Evaluated { .. } => "evaluated",
             Event::RequestFailed { .. } => "request_failed",
+            Event::BudgetRaised { .. } => "budget_raised",
         }
     }
 }

@@ -11,6 +11,7 @@
 //! The whole run counts as one cycle, so candidates carry `cycle` 1 and the seed `cycle` 0.
 //! The helpers here (round outcome, code request, the baseline prompt) serve `evolve` too.
 
+use super::budget::ResumeAt;
 use super::render::{describe, files, performance, task_json};
 use super::{prompts, render, CodeKind, Engine, EngineError, Request};
 use crate::engine::candidates::measurement_lines;
@@ -45,8 +46,14 @@ pub(super) fn attempt_done(e: &mut Engine, tried: Tried) -> Result<(), EngineErr
     next_round(e)
 }
 
+/// A raised round budget: the round the old budget did not allow (budget.rs).
+pub(super) fn resume(e: &mut Engine) -> Result<(), EngineError> {
+    next_round(e)
+}
+
 fn next_round(e: &mut Engine) -> Result<(), EngineError> {
     if e.round >= e.config.rounds {
+        e.resume_at = Some(ResumeAt::Refine);
         return e.finalize();
     }
     e.round += 1;
