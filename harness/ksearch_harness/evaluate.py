@@ -420,18 +420,27 @@ def _address_room():
 def _check_sizes(ctx, backend):
     if not ctx.workloads:
         return
-    # Host memory, then the device's (GPU backends; None on the host).
-    bounds = [_address_room(), backend.device_room()]
+    host, device = _address_room(), backend.device_room()
+    n_inputs = len(ctx.spec.inputs)
     for i, (workload, (total, parts)) in enumerate(zip(ctx.workloads, ctx.sizes)):
-        over = next((b for b in bounds if b is not None and total > b[0]), None)
-        if over is None:
-            continue
         largest = sorted(parts, key=lambda p: -p[1])[:3]
         listed = ", ".join(f"'{n}' {_size(b)}" for n, b in largest)
-        raise TaskError(f"workloads[{i}].axes", (
-            f"workload {i} ({workload.get('uuid')!r}) needs {_size(total)} for one copy of its "
-            f"inputs and outputs ({listed}), more than {over[1]}; the harness holds several "
-            f"copies, so reduce the workload's axes"))
+        where = f"workload {i} ({workload.get('uuid')!r})"
+        if total > host[0]:
+            raise TaskError(f"workloads[{i}].axes", (
+                f"{where} needs {_size(total)} for one copy of its inputs and outputs "
+                f"({listed}), more than {host[1]}; the harness holds several copies, so "
+                f"reduce the workload's axes"))
+        if device is None:
+            continue
+        # Host memory bounds one copy; the device, what the backend holds there at once.
+        inputs = [b for _, b in parts[:n_inputs]]
+        need, why = backend.device_need(ctx.trials, inputs, total - sum(inputs))
+        if need > device[0]:
+            raise TaskError(f"workloads[{i}].axes", (
+                f"{where} needs {_size(need)} on the device at once ({why}; one copy of its "
+                f"inputs and outputs is {_size(total)}: {listed}), more than {device[1]}; "
+                f"reduce the workload's axes or the correctness trials"))
 
 
 def _memory_limit_text():

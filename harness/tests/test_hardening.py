@@ -373,6 +373,51 @@ class HugeWorkloads(unittest.TestCase):
         self.assertIn("left below the evaluation's address-space limit of 2 GiB "
                       "(ksearch eval --memory-limit)", error["message"])
 
+    def test_a_workload_the_device_cannot_hold_at_once_is_refused_before_it_runs(self):
+        # The torch GPU backend counts what it holds at once (test_memory_peak.py measures it):
+        # with 3 trials, 9 copies of a one-input one-output workload's tensor. A device with
+        # room for 8.5 refuses the workload up front, naming the count; one with 9.5 takes it.
+        # (The cuda backend stands for the torch GPU backends; nothing here opens a device.)
+        from types import SimpleNamespace
+        from ksearch_harness import evaluate
+        from ksearch_harness.backends.cuda import Backend as GpuBackend
+        tensor = 1 << 30
+        ctx = SimpleNamespace(workloads=[{"uuid": "norm"}], trials=3,
+                              spec=SimpleNamespace(inputs=["x"]),
+                              sizes=[(2 * tensor, [("x", tensor), ("y", tensor)])])
+
+        class Device(GpuBackend):
+            free = 0
+
+            def device_room(self):
+                return self.free, f"the {self.free / tensor:g} GiB free of the device"
+
+        backend = Device()
+        backend.free = int(8.5 * tensor)
+        with self.assertRaises(evaluate.TaskError) as caught:
+            evaluate._check_sizes(ctx, backend)
+        self.assertEqual(caught.exception.field, "workloads[0].axes")
+        self.assertEqual(str(caught.exception),
+                         "workload 0 ('norm') needs 9 GiB on the device at once (the arrays the "
+                         "harness holds at once with 3 correctness trial(s): the candidate's "
+                         "inputs and outputs of each earlier trial, the pristine inputs and the "
+                         "candidate's copy, its outputs, a copy of them and the reference's "
+                         "result; one copy of its inputs and outputs is 2 GiB: 'x' 1 GiB, 'y' 1 "
+                         "GiB), more than the 8.5 GiB free of the device; reduce the workload's "
+                         "axes or the correctness trials")
+        backend.free = int(9.5 * tensor)
+        evaluate._check_sizes(ctx, backend)
+        # One trial holds no earlier trial's arrays; the timing stage's pools are then the
+        # peak: the 1 GiB input's pool (64 MiB more for the windows) twice, and three outputs.
+        ctx.trials = 1
+        backend.free = int(5.2 * tensor)
+        evaluate._check_sizes(ctx, backend)
+        backend.free = int(5.1 * tensor)
+        with self.assertRaises(evaluate.TaskError) as caught:
+            evaluate._check_sizes(ctx, backend)
+        self.assertIn("needs 5.12 GiB on the device at once (the arrays the harness holds at "
+                      "once while timing", str(caught.exception))
+
 
 class SeccompProgram(unittest.TestCase):
     """The worker's filter as a program (sandbox.seccomp_program), checked without a kernel."""

@@ -74,6 +74,14 @@ class Backend(abc.ABC):
         default)."""
         return None
 
+    def device_need(self, trials, inputs, output_bytes):
+        """(bytes, why) the device must hold at once for a workload whose inputs take
+        `inputs` bytes each (a list) and whose outputs take `output_bytes`, in one copy,
+        evaluated with `trials` correctness trials: what `device_room` is compared with before
+        anything runs. The default is one copy; a backend that knows its arrays' lifetimes
+        counts them (a lower bound: a workload refused by it could not have fitted)."""
+        return sum(inputs) + output_bytes, "one copy of its inputs and outputs"
+
     @abc.abstractmethod
     def memory(self, spec, reference):
         """Where the candidate's arrays live for this run (called once, after `open`): an

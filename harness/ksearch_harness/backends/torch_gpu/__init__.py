@@ -59,6 +59,33 @@ class GpuBackend(Backend):
         return free, (f"the {free / (1 << 30):.3g} GiB free of the device's "
                       f"{total / (1 << 30):.3g} GiB")
 
+    def device_need(self, trials, inputs, output_bytes):
+        # The arrays alive at once at the larger of two peaks, each held to a measurement on
+        # the device path with a CPU torch by harness/tests/test_memory_peak.py. The
+        # correctness stage's (its last trial, inside the reference): the candidate's inputs
+        # and outputs of each earlier trial (kept so no trial reuses an earlier one's
+        # addresses), this trial's pristine inputs (the reference's) and the candidate's copy
+        # of them, its outputs, the copy taken of them, and the reference's result. The timing
+        # stage's: each input's pool (the input and up to POOL_EXTRA_BYTES more for the calls'
+        # windows) held twice (one never handed out), and the same three outputs. Every input
+        # is taken as drawn (pooled), as KernelBench's are. The reference's own temporaries
+        # come on top.
+        from ... import inputs as host_inputs  # NumPy: imported where used, as memory is
+        input_bytes = sum(inputs)
+        earlier = max(int(trials) - 1, 0) * (input_bytes + output_bytes)
+        correctness = earlier + 2 * input_bytes + 3 * output_bytes
+        pools = sum(2 * (b + min(b, host_inputs.POOL_EXTRA_BYTES)) for b in inputs)
+        timing = pools + 3 * output_bytes
+        if correctness >= timing:
+            return correctness, (
+                f"the arrays the harness holds at once with {trials} correctness trial(s): "
+                f"the candidate's inputs and outputs of each earlier trial, the pristine "
+                f"inputs and the candidate's copy, its outputs, a copy of them and the "
+                f"reference's result")
+        return timing, ("the arrays the harness holds at once while timing: each input's "
+                        "pool of the calls' windows, twice, the candidate's outputs, a copy of "
+                        "them and the reference's result")
+
     def sanitizer(self, settings):
         if not settings:
             return None
