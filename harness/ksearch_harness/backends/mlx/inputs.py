@@ -16,16 +16,15 @@ Why: NumPy took 0.5-2.4 s per trial to draw mlx_attention's three 16.8 M-element
 L=4096 on a 2-core host, and 2 s for a workload's timing pools (measured where this was
 written), of the ~32 s an attention candidate's evaluation took on the H200 in session 14.
 
-Timing (`feed`): the pools, windows and offsets of inputs.py's Feed, with the pools made on the
-device (the memory uses them as its device pools) and the offsets drawn by NumPy from
-SeedSequence([seed, i, trials]) as there.
+Timing (`feed`, backends/common/device_feed.py, shared with torch_gpu): the pools, windows and
+offsets of inputs.py's Feed, with the pools made on the device (the memory uses them as its
+device pools) and the offsets drawn by NumPy from SeedSequence([seed, i, trials]) as there.
 """
-
-import math
 
 import numpy as np
 
 from ... import inputs as host
+from ..common import device_feed
 from ..torch_gpu.inputs import torch_seed
 
 _FLOATS = ("float16", "bfloat16", "float32")
@@ -62,28 +61,20 @@ class MlxInputs:
     def feed(self, index, workload, trial, axes, calls):
         maker = self.maker
         keys, rng = self._generators([maker.seed, index, trial])
-        sources = []
-        for t, kind, desc, shape, field, override in maker._described(index, workload, axes):
-            if kind != "random":
-                sources.append(host._Fixed(t, maker._given(kind, desc, t, shape, index, field)))
-            elif shape is None:
-                sources.append(host._Each(t, maker._random(rng, t, (calls,), trial, axes,
-                                                           override)))
-            elif override is not None and override["distribution"] in host.STRUCTURED:
-                sources.append(host._Draws(t, shape, [maker._random(rng, t, shape, trial, axes,
-                                                                    override)
-                                                      for _ in range(calls)]))
-            else:
-                n = math.prod(shape)
-                extra = max(calls, min(n, host.POOL_EXTRA_BYTES // _itemsize(t)))
-                pool = self._random(keys, rng, t, (n + extra,), trial, axes, override)
-                if isinstance(pool, self.mx.array):
-                    self.mx.eval(pool)
-                sources.append(host._Window(t, shape, pool, extra))
-        for source in sources:
-            if isinstance(source, host._Window):
-                source.offsets = host._offsets(rng, source.extra, calls, source.row)
-        return host.Feed(sources)
+
+        def draw_pool(t, size, override):
+            pool = self._random(keys, rng, t, size, trial, axes, override)
+            if isinstance(pool, self.mx.array):
+                self.mx.eval(pool)
+            return pool
+
+        # Scalar and safetensors inputs and structured draws stay NumPy's, on the host: the
+        # memory uploads them (memory.py, _device_pool and fill).
+        return device_feed.feed(
+            maker, index, workload, trial, axes, calls, rng, given=maker._given,
+            draw_whole=lambda t, shape, override: maker._random(rng, t, shape, trial, axes,
+                                                                override),
+            draw_pool=draw_pool)
 
     def _random(self, keys, rng, t, shape, trial, axes, override):
         maker = self.maker
@@ -104,10 +95,6 @@ def can_draw(mx):
     except Exception:  # noqa: BLE001 - any failure means: draw on the host
         return False
     return True
-
-
-def _itemsize(t):
-    return 2 if t.dtype_name == "bfloat16" else t.dtype.itemsize
 
 
 class _Keys:

@@ -15,9 +15,10 @@ Reproducible for a given seed, torch version and device kind (torch's Philox gen
 bit-equal to the NumPy draws of the CPU backends. Drawing 33.5 M normal values takes about
 0.1 ms on an H200 where NumPy on the host took about a second (bench/results/eval-cost-gpu.md).
 
-Timing (`feed`): the same pools, windows and offsets as inputs.py's Feed, with the pools on the
-device (so a call's contents are copied device to device) and the offsets drawn by NumPy from
-SeedSequence([seed, i, trials]) as before.
+Timing (`feed`, backends/common/device_feed.py, shared with the mlx backend): the same pools,
+windows and offsets as inputs.py's Feed, with the pools on the device (so a call's contents are
+copied device to device) and the offsets drawn by NumPy from SeedSequence([seed, i, trials]) as
+before.
 """
 
 import math
@@ -26,6 +27,7 @@ import numpy as np
 
 from ... import inputs as host
 from ...errors import TaskError
+from ..common import device_feed
 
 # Above this many values a `unique` input is drawn on the host (a permutation of the whole range
 # on the device would be too large); below it, torch.randperm on the device.
@@ -66,28 +68,13 @@ class DeviceInputs:
         return values
 
     def feed(self, index, workload, trial, axes, calls):
-        maker = self.maker
-        gen, rng = self._generators([maker.seed, index, trial])
-        sources = []
-        for t, kind, desc, shape, field, override in maker._described(index, workload, axes):
-            if kind != "random":
-                sources.append(host._Fixed(t, self._given(kind, desc, t, shape, index, field)))
-            elif shape is None:
-                sources.append(host._Each(t, maker._random(rng, t, (calls,), trial, axes,
-                                                           override)))
-            elif override is not None and override["distribution"] in host.STRUCTURED:
-                sources.append(host._Draws(t, shape, [self._random(gen, t, shape, trial, axes,
-                                                                   override)
-                                                      for _ in range(calls)]))
-            else:
-                n = math.prod(shape)
-                extra = max(calls, min(n, host.POOL_EXTRA_BYTES // _itemsize(t)))
-                pool = self._random(gen, t, (n + extra,), trial, axes, override)
-                sources.append(host._Window(t, shape, pool, extra))
-        for source in sources:
-            if isinstance(source, host._Window):
-                source.offsets = host._offsets(rng, source.extra, calls, source.row)
-        return host.Feed(sources)
+        gen, rng = self._generators([self.maker.seed, index, trial])
+
+        def draw(t, shape, override):  # a pool or a structured input's draw, on the device
+            return self._random(gen, t, shape, trial, axes, override)
+
+        return device_feed.feed(self.maker, index, workload, trial, axes, calls, rng,
+                                given=self._given, draw_whole=draw, draw_pool=draw)
 
     def _given(self, kind, desc, t, shape, index, field):
         value = self.maker._given(kind, desc, t, shape, index, field)
@@ -100,11 +87,6 @@ class DeviceInputs:
         float_dist = maker.distributions[trial % len(maker.distributions)]
         field = (override or {}).get("field") or f"correctness.input_overrides.{t.name}"
         return sample(self.torch, gen, self.device, t, shape, override, float_dist, axes, field)
-
-
-def _itemsize(t):
-    # The device dtype's size: bfloat16 is held as float32 on the host but is 2 bytes here.
-    return 2 if t.dtype_name == "bfloat16" else t.dtype.itemsize
 
 
 def sample(torch, gen, device, t, shape, override, float_dist, axes, field):
