@@ -100,7 +100,9 @@ def torch_engine(device):
             # real CUDA tensors beside meta ones: "Expected all tensors to be on the same device").
             if kwargs.get("device") is not None:
                 kwargs["device"] = device
-            if func in factories or func is torch.Tensor.to or func in fills:
+            # A generator (a CPU one: see CpuGenerator) fits only CPU tensors; on the CPU it is
+            # kept, so that values measured there are generate_input's seeded ones.
+            if (func in factories or func is torch.Tensor.to or func in fills) and device != "cpu":
                 kwargs.pop("generator", None)
             if func in factories:
                 kwargs["device"] = device
@@ -202,8 +204,16 @@ def load_module(name, path):
 def stub_task_module():
     """GPU MODE's task.py, when absent: only type names (input_t, output_t, TestSpec) are used."""
     module = types.ModuleType("task")
-    module.__getattr__ = lambda attr: typing.Any
+    module.__getattr__ = _type_name
     return module
+
+
+def _type_name(attr):
+    # Not for dunder names: `__file__` as typing.Any broke inspect.getmodule, which scans every
+    # module (PyTorch calls it on the meta device: "type object 'Any' has no attribute 'endswith'").
+    if attr.startswith("__") and attr.endswith("__"):
+        raise AttributeError(attr)
+    return typing.Any
 
 
 def stub_utils_module():
@@ -333,167 +343,6 @@ def kernelbench(engine, req):
     }
 
 
-def gpumode(engine, req):
-    folder = os.path.dirname(os.path.abspath(req["file"]))
-    sys.path.insert(0, folder)
-    for name, path in (req.get("modules") or {}).items():
-        if path:
-            load_module(name, path)
-        else:
-            sys.modules[name] = stub_task_module() if name == "task" else stub_utils_module()
-    module = load_module("reference", req["file"])
-    ref_kernel = getattr(module, "ref_kernel", None)
-    generate_input = getattr(module, "generate_input", None)
-    missing = [name for name, f in (("ref_kernel", ref_kernel), ("generate_input", generate_input))
-               if not callable(f)]
-    if missing:
-        defined = sorted(n for n, v in vars(module).items()
-                         if callable(v) and not n.startswith("_") and getattr(v, "__module__", None)
-                         == module.__name__)
-        raise Failure("problem", (
-            f"defines no {' and no '.join(f + '()' for f in missing)} function: ksearch imports GPU MODE "
-            f"problems whose reference.py defines ref_kernel(data) and generate_input(**args) "
-            f"(it defines {', '.join(defined) if defined else 'no functions of its own'})"))
-    calls = []
-    source = open(req["file"], encoding="utf-8").read()
-    names = unpacked_names(source)
-    with engine.context():
-        for i, args in enumerate(req["calls"]):
-            where = f"generate_input(**{json.dumps(args)})"
-            given = {k: as_tuples(v) for k, v in args.items()}
-            data = call(lambda: generate_input(**given), where)
-            bare = not isinstance(data, (tuple, list, dict))
-            items = [data] if bare else list(data)
-            record = {"bare": bare}
-            if not bare and (isinstance(data, dict) or not all(_leaf(engine, v) for v in items)):
-                # Dicts, nested tuples and lists, constants: flattened into named inputs, and
-                # the expression that rebuilds generate_input's structure from them.
-                leaves, record["rebuild"] = flatten(engine, data, names, where)
-                record["leaf_names"] = [n for n, _ in leaves]
-                described = [d for _, d in leaves]
-            else:
-                described = [describe(engine, v, f"{where}[{j}]") for j, v in enumerate(items)]
-            result = call(lambda: ref_kernel(data), f"ref_kernel on {where}")
-            record.update(inputs=described, outputs=outputs_of(engine, result, "ref_kernel"))
-            calls.append(record)
-    seed, dropped = seed_source(source)
-    return {"calls": calls, "input_names": names,
-            "tolerance": tolerance(source, sys.modules.get("utils")),
-            "seed_source": seed, "seed_dropped": dropped}
-
-
-def seed_source(source):
-    """reference.py without the top-level functions, classes and name assignments that
-    ref_kernel does not reach (GPU MODE's check_implementation and its helpers, typically): the
-    seed is ref_kernel as a candidate, and a checker's code (its try/finally, the TF32 switch it
-    makes around its own matmul) is not the kernel's and would fail ksearch's static checks.
-    Everything else (imports, other statements) stays, and what it names is reached too.
-    Returns (source, the names dropped); the source as it is where it cannot be parsed."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return source, []
-
-    def defined(node):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            return {node.name}
-        targets = node.targets if isinstance(node, ast.Assign) else (
-            [node.target] if isinstance(node, ast.AnnAssign) else None)
-        if targets and all(isinstance(t, ast.Name) for t in targets):
-            return {t.id for t in targets}
-        return None  # not a definition: always kept
-
-    def used(node):
-        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-    definitions = [(node, defined(node)) for node in tree.body]
-    reached = {"ref_kernel"}
-    for node, names in definitions:
-        if names is None:
-            reached |= used(node)
-    changed = True
-    while changed:
-        changed = False
-        for node, names in definitions:
-            if names is not None and names & reached and not used(node) <= reached:
-                reached |= used(node)
-                changed = True
-    lines = source.splitlines(keepends=True)
-    drop, dropped = set(), []
-    for node, names in definitions:
-        if names is not None and not names & reached:
-            first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-            drop.update(range(first - 1, node.end_lineno))
-            dropped.extend(sorted(names))
-    if not dropped:
-        return source, []
-    kept = "".join(line for i, line in enumerate(lines) if i not in drop)
-    return re.sub(r"\n{3,}", "\n\n\n", kept), dropped
-
-
-def as_tuples(value):
-    """A task.yml argument as GPU MODE's eval passes it to generate_input: a list (`m: [96, 128]`,
-    the group GEMM's per-group sizes) becomes a tuple, nested lists tuples of tuples."""
-    if isinstance(value, list):
-        return tuple(as_tuples(v) for v in value)
-    return value
-
-
-def _leaf(engine, v):
-    return engine.is_tensor(v) or isinstance(v, (bool, int, float))
-
-
-def flatten(engine, data, top_names, where):
-    """generate_input's nested value as ([(input name, described leaf)], Python expression over
-    the names that rebuilds it). Tensors and numbers are leaves; strings and None are constants
-    written into the expression; names follow the path (`weights_w1`, `x_0`)."""
-    leaves = []
-    taken = set()
-
-    def name_for(path):
-        base = re.sub(r"\W", "_", path).strip("_") or "x"
-        if base[0].isdigit() or keyword.iskeyword(base):
-            base = "x_" + base
-        name, k = base, 1
-        while name in taken:
-            k += 1
-            name = f"{base}_{k}"
-        taken.add(name)
-        return name
-
-    def walk(v, path, at):
-        if _leaf(engine, v):
-            name = name_for(path)
-            leaves.append((name, describe(engine, v, at)))
-            return name
-        if v is None or isinstance(v, str):
-            return repr(v)
-        if isinstance(v, (tuple, list)):
-            parts = [walk(x, f"{path}_{i}", f"{at}[{i}]") for i, x in enumerate(v)]
-            if isinstance(v, list):
-                return "[" + ", ".join(parts) + "]"
-            return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-        if isinstance(v, dict):
-            items = []
-            for k, x in v.items():
-                if not isinstance(k, (str, int)):
-                    raise Failure("unsupported", f"{at} has a key of type {type(k).__name__}; "
-                                                 f"ksearch imports dicts keyed by strings or numbers")
-                items.append(f"{k!r}: {walk(x, f'{path}_{k}', f'{at}[{k!r}]')}")
-            return "{" + ", ".join(items) + "}"
-        raise Failure("unsupported", f"{at} is a {type(v).__name__}; ksearch can import tensors, "
-                                     f"numbers, strings and None, in tuples, lists and dicts")
-
-    if isinstance(data, dict):
-        return leaves, walk(data, "", where)
-    items = list(data)
-    tops = top_names if top_names and len(top_names) == len(items) else [f"x{j}" for j in range(len(items))]
-    parts = [walk(v, tops[j], f"{where}[{j}]") for j, v in enumerate(items)]
-    if isinstance(data, list):
-        return leaves, "[" + ", ".join(parts) + "]"
-    return leaves, "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-
-
 def call(function, where):
     try:
         return function()
@@ -510,85 +359,39 @@ class Raised(Exception):
         self.trace = "".join(traceback.format_exception(type(error), error, error.__traceback__)[-6:])
 
 
-def unpacked_names(source):
-    """`a, b, c = data` as the first unpacking of ref_kernel's argument: the input names."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return None
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == "ref_kernel" and node.args.args:
-            arg = node.args.args[0].arg
-            for stmt in ast.walk(node):
-                if (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name)
-                        and stmt.value.id == arg and isinstance(stmt.targets[0], ast.Tuple)
-                        and all(isinstance(e, ast.Name) for e in stmt.targets[0].elts)):
-                    return [e.id for e in stmt.targets[0].elts]
-    return None
-
-
-def tolerance(source, utils):
-    """check_implementation's tolerances when they are literals (or utils' defaults)."""
-    tree = ast.parse(source)
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == "check_implementation":
-            return {"custom": True}
-        if not (isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "check_implementation" for t in node.targets)):
-            continue
-        value = node.value
-        name = getattr(value.func, "id", getattr(value.func, "attr", None)) if isinstance(value, ast.Call) else None
-        if name != "make_match_reference":
-            return {"custom": True}
-        found = {}
-        for kw in value.keywords:
-            if kw.arg in ("rtol", "atol"):
-                if not isinstance(kw.value, ast.Constant) or not isinstance(kw.value.value, (int, float)):
-                    return {"custom": True, "why": f"{kw.arg} is not a literal"}
-                found[kw.arg] = float(kw.value.value)
-        defaults = {}
-        match = getattr(utils, "match_reference", None)
-        if match is not None:
-            try:
-                for p in inspect.signature(match).parameters.values():
-                    if p.name in ("rtol", "atol") and isinstance(p.default, (int, float)):
-                        defaults[p.name] = float(p.default)
-            except (TypeError, ValueError):
-                pass
-        merged = {**defaults, **found}
-        return {"rtol": merged.get("rtol"), "atol": merged.get("atol"),
-                "literal": sorted(found), "defaults": sorted(set(defaults) - set(found))}
-    return None
-
-
 # ---------------------------------------------------------------------------------------------
 
 def run(req):
-    kind = {"kernelbench": kernelbench, "gpumode": gpumode}[req["kind"]]
     if req.get("engine") != "standin":
         try:
             import torch  # noqa: F401
         except ImportError:
             pass
         else:
+            if req["kind"] == "gpumode":
+                # Each call falls back to the CPU on its own (probe_gpumode.probe_call).
+                import probe_gpumode
+                return probe_gpumode.gpumode([torch_engine("meta"), torch_engine("cpu")], req)
             notes = []
             for device in ("meta", "cpu"):
                 engine = torch_engine(device)
                 try:
-                    result = kind(engine, req)
+                    result = kernelbench(engine, req)
                 except Raised as e:
                     if device == "cpu":
                         raise
                     notes.append(f"on the meta device {e.where} failed ({type(e.error).__name__}: "
                                  f"{e.error}); ran it on the CPU instead")
-                    for name in ("ksearch_problem", "reference", "task", "utils"):
-                        sys.modules.pop(name, None)
+                    sys.modules.pop("ksearch_problem", None)
                     continue
                 result["engine"] = engine.name
                 result["notes"] = notes + result.get("notes", [])
                 return result
     engine = standin_engine()
-    result = kind(engine, req)
+    if req["kind"] == "gpumode":
+        import probe_gpumode
+        return probe_gpumode.gpumode([engine], req)
+    result = kernelbench(engine, req)
     result["engine"] = engine.name
     return result
 
@@ -626,4 +429,7 @@ def _missing_name(error):
 
 
 if __name__ == "__main__":
+    # probe_gpumode imports this module as `probe`: the same module, so that its Failure and
+    # Raised are the ones main() catches.
+    sys.modules["probe"] = sys.modules[__name__]
     main()

@@ -1,6 +1,9 @@
 """A KernelBench model run for real at import (probe.py finds the shapes without running anything
 heavy): the magnitudes of its outputs, the values of its inputs, and whether its forward draws
-random numbers."""
+random numbers; and a GPU MODE reference run for real on generate_input's own values
+(gpumode)."""
+
+import json
 
 
 def dropout_modules(torch, instance):
@@ -131,3 +134,79 @@ def _nbytes(torch, described):
     for s in described["shape"]:
         count *= s
     return count * getattr(torch, described["dtype"]).itemsize
+
+
+def gpumode(cpu_engine, generate_input, ref_kernel, req, given, records):
+    """GPU MODE's ref_kernel run for real on generate_input's own value (its seed included, as
+    GPU MODE's eval calls it), on the GPU when there is one, else on the CPU (under `cpu_engine`,
+    which puts explicit CUDA devices on the CPU), for the first call of each distinct record
+    whose tensors fit in `measure_bytes` (1 GiB on a GPU, 64 MiB on the CPU). Returns ([per
+    call: None, or {"largest": the largest finite |value| of each float output (0.0 when it has
+    none; None for other outputs), "redrawn": the same on the value with every float tensor
+    redrawn from a standard normal, when some output was 0.0, else None}], a note or None).
+    The redraw tells an output that is zero whatever the inputs (helion's chunk_fwd_h: the one
+    chunk's state is the initial zeros when T = 64) from one zero on the problem's own values
+    only (linalg-eigh's lapack_zero case), which ksearch's own draws do not reproduce."""
+    torch = cpu_engine.torch
+    out = [None] * len(records)
+    if not req.get("measure", True):
+        return out, None
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    limit = req.get("measure_bytes", (1 << 30) if device == "cuda" else (64 << 20))
+    seen, skipped, failed = set(), 0, None
+    for i, record in enumerate(records):
+        key = json.dumps(record, sort_keys=True)
+        if key in seen:
+            continue  # the importer keeps the first of the calls with the same sizes
+        seen.add(key)
+        size = sum(_nbytes(torch, d) for d in record["inputs"] + record["outputs"] if d["kind"] == "tensor")
+        if size > limit:
+            skipped += 1
+            continue
+        try:
+            out[i] = _gpumode_call(torch, cpu_engine.context if device == "cpu" else None,
+                                   generate_input, ref_kernel, given[i])
+        except Exception as e:  # noqa: BLE001 - the measurements are advice; the shapes are known
+            failed = failed or f"{type(e).__name__}: {str(e)[:200]}"
+        finally:
+            cpu_engine.origins.clear()
+    notes = []
+    if skipped:
+        notes.append(f"{skipped} distinct test(s) or benchmark(s) had tensors over "
+                     f"{limit >> 20} MiB and were not run for real on the {device}")
+    if failed:
+        notes.append(f"running ref_kernel on the {device} to measure its outputs failed ({failed})")
+    if not notes:
+        return out, None
+    return out, ("reference values: " + "; ".join(notes) + ": for those, nothing tells whether an "
+                 "output is zero everywhere (ksearch eval refuses a reference whose output has no "
+                 "value above atol)")
+
+
+def _gpumode_call(torch, context, generate_input, ref_kernel, given):
+    import contextlib
+    with (context() if context else contextlib.nullcontext()), torch.no_grad():
+        data = generate_input(**given)
+        largest = _largest_each(torch, ref_kernel(data))
+        redrawn = None
+        if any(m == 0.0 for m in largest):
+            torch.manual_seed(20261203)
+            redrawn = _largest_each(torch, ref_kernel(_redrawn(torch, data)))
+    return {"largest": largest, "redrawn": redrawn}
+
+
+def _largest_each(torch, result):
+    items = list(result) if isinstance(result, (tuple, list)) else [result]
+    return [_largest_finite(torch, v.detach())[0]
+            if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() else None
+            for v in items]
+
+
+def _redrawn(torch, value):
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return torch.randn(value.shape, dtype=torch.float32, device=value.device).to(value.dtype)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_redrawn(torch, v) for v in value)
+    if isinstance(value, dict):
+        return {k: _redrawn(torch, v) for k, v in value.items()}
+    return value

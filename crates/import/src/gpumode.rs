@@ -6,7 +6,9 @@ use crate::axes::{self, Hint};
 use crate::draws::{self, Draw};
 use crate::emit::{self, Folder};
 use crate::error::ImportError;
+use crate::gpumode_calls::{self, Call};
 use crate::gpumode_files::{prelude, resolve_files, seed_entry, stub, MODULES};
+use crate::gpumode_toml::{atol_for, task_toml, tolerance};
 use crate::probe::{self, GpuModeProbe, Value};
 use crate::{Imported, Options};
 use indexmap::IndexMap;
@@ -62,7 +64,7 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
             ))
         }
     }
-    let mut calls: Vec<(String, serde_json::Map<String, serde_json::Value>)> = Vec::new();
+    let mut calls: Vec<Call> = Vec::new();
     for (list, entries) in [("tests", &yml.tests), ("benchmarks", &yml.benchmarks)] {
         for (i, args) in entries.iter().enumerate() {
             for (k, v) in args {
@@ -106,12 +108,26 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         "modules": modules,
         "calls": calls.iter().map(|(_, a)| serde_json::Value::Object(a.clone())).collect::<Vec<_>>(),
     });
-    let found: GpuModeProbe = probe::run(&reference_path, request, opts)?;
+    let mut found: GpuModeProbe = probe::run(&reference_path, request, opts)?;
     let unsupported = |message: String| ImportError::Unsupported {
         file: reference_file.clone(),
         message,
     };
-    check_consistent(&found, &calls).map_err(unsupported)?;
+    // Tests whose values have other dtypes than most are left out (the report says which).
+    let kept = gpumode_calls::choose(&found, &calls).map_err(unsupported)?;
+    let keep = |i: &usize| kept.indices.contains(i);
+    found.calls = std::mem::take(&mut found.calls)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| keep(i))
+        .map(|(_, c)| c)
+        .collect();
+    let calls: Vec<Call> = calls
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| keep(i))
+        .map(|(_, c)| c)
+        .collect();
     let first = &found.calls[0];
     let bare = first.bare;
     let inputs = match &first.leaf_names {
@@ -182,7 +198,7 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
     }
 
     // Workloads: one per test and benchmark, without repeats of the same sizes.
-    let mut workloads: Vec<serde_json::Value> = Vec::new();
+    let mut workloads: Vec<(usize, serde_json::Value)> = Vec::new();
     let mut seen: Vec<serde_json::Value> = Vec::new();
     let mut repeats = 0;
     for (w, (uuid, _)) in calls.iter().enumerate() {
@@ -198,8 +214,41 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
             continue;
         }
         seen.push(key);
-        workloads.push(serde_json::json!({"uuid": uuid, "axes": plan.var_values[w], "inputs": given}));
+        workloads.push((
+            w,
+            serde_json::json!({"uuid": uuid, "axes": plan.var_values[w], "inputs": given}),
+        ));
     }
+    // Workloads where an output is zero whatever the inputs (measured at import) are left out.
+    let atols: Vec<(String, Option<f64>)> = outputs
+        .iter()
+        .zip(&first.outputs)
+        .map(|(name, v)| (name.clone(), dtype(v, "").ok().and_then(|d| atol_for(&found, d))))
+        .collect();
+    let candidates: Vec<usize> = workloads.iter().map(|(w, _)| *w).collect();
+    let zeros = gpumode_calls::zero_workloads(&found, &calls, &candidates, &atols);
+    if !zeros.dropped.is_empty() && zeros.dropped.len() == workloads.len() {
+        return Err(ImportError::Uncheckable {
+            file: reference_file.clone(),
+            message: format!(
+                "every test and benchmark has an output of ref_kernel that is zero everywhere: {}. No tolerance can \
+                 tell a correct kernel from one that writes zeros, and ksearch eval refuses such a reference; this is \
+                 the problem's own data (its generate_input and ref_kernel), not ksearch's draws",
+                zeros
+                    .dropped
+                    .iter()
+                    .map(|(_, why)| why.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        });
+    }
+    let left_out: Vec<String> = zeros.dropped.iter().map(|(_, why)| why.clone()).collect();
+    let workloads: Vec<serde_json::Value> = workloads
+        .into_iter()
+        .filter(|(w, _)| !zeros.dropped.iter().any(|(d, _)| d == w))
+        .map(|(_, v)| v)
+        .collect();
 
     let folder_name = folder
         .canonicalize()
@@ -228,6 +277,15 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         },
         yml.description.as_deref().unwrap_or("").trim()
     );
+    let description = if left_out.is_empty() {
+        description
+    } else {
+        format!(
+            "{}\n\nLeft out by ksearch import: {}.",
+            description.trim(),
+            left_out.join("; ")
+        )
+    };
     let prelude = prelude(&helper_sources);
     let call_args = if let Some(rebuild) = &first.rebuild {
         rebuild.clone()
@@ -276,6 +334,9 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         seed_entry(first.rebuild.as_deref(), &inputs)
     );
     let mut checks_list: Vec<String> = found.notes.clone();
+    checks_list.extend(kept.note.iter().cloned());
+    checks_list.extend(left_out.iter().cloned());
+    checks_list.extend(zeros.notes.iter().cloned());
     if !found.seed_dropped.is_empty() {
         checks_list.push(format!(
             "the seed is reference.py without what ref_kernel does not use ({}): a checker's code is not the kernel's",
@@ -330,6 +391,12 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         &tolerance_toml,
         calling,
         &writable,
+        kept.note
+            .iter()
+            .chain(&left_out)
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice(),
     );
 
     let folder_out = Folder {
@@ -407,7 +474,7 @@ fn check_argument(field: &str, value: &serde_json::Value) -> Result<(), (String,
 
 /// The integer arguments of the tests and benchmarks (list elements too, `m_0` for `m[0]`,
 /// `shapes_1_0` for `shapes[1][0]`) with their value in every call: the names axes take.
-fn argument_hints(keys: &[&String], calls: &[(String, serde_json::Map<String, serde_json::Value>)]) -> Vec<Hint> {
+fn argument_hints(keys: &[&String], calls: &[Call]) -> Vec<Hint> {
     fn integers(name: String, at: String, value: &serde_json::Value, out: &mut Vec<(String, String, i64)>) {
         match value {
             serde_json::Value::Array(items) => {
@@ -465,225 +532,6 @@ fn shape(v: &Value) -> Vec<i64> {
         Value::Tensor { shape, .. } => shape.clone(),
         Value::Scalar { .. } => Vec::new(),
     }
-}
-
-/// Every call must give the same number and kinds of values with the same dtypes.
-fn check_consistent(
-    found: &GpuModeProbe,
-    calls: &[(String, serde_json::Map<String, serde_json::Value>)],
-) -> Result<(), String> {
-    let first = found.calls.first().ok_or("the probe returned no calls")?;
-    let kind = |v: &Value| match v {
-        Value::Tensor { dtype, shape, .. } => format!("a {}-D {dtype} tensor", shape.len()),
-        Value::Scalar { dtype, .. } => format!("a {dtype} number"),
-    };
-    let value_name = |j: usize| match &first.leaf_names {
-        Some(names) if j < names.len() => format!("'{}' of generate_input's value", names[j]),
-        _ => format!("generate_input's value {j}"),
-    };
-    for (w, c) in found.calls.iter().enumerate().skip(1) {
-        let name = &calls[w].0;
-        // Why the value changes, when list arguments of other lengths explain it.
-        let lists = list_lengths_differ(&calls[0], &calls[w]);
-        if c.rebuild != first.rebuild {
-            return Err(format!(
-                "generate_input's value has another structure or other constants for {name} ({}) than for {} ({}); \
-                 ksearch needs one structure for every test and benchmark (a definition has one set of inputs){lists}",
-                clip(c.rebuild.as_deref().unwrap_or("a flat tuple")),
-                calls[0].0,
-                clip(first.rebuild.as_deref().unwrap_or("a flat tuple")),
-            ));
-        }
-        if c.bare != first.bare || c.inputs.len() != first.inputs.len() {
-            return Err(format!(
-                "generate_input returns {} values for {} but {} for {name}{lists}",
-                first.inputs.len(),
-                calls[0].0,
-                c.inputs.len()
-            ));
-        }
-        if c.outputs.len() != first.outputs.len() {
-            return Err(format!(
-                "ref_kernel returns {} outputs for {} but {} for {name}{lists}",
-                first.outputs.len(),
-                calls[0].0,
-                c.outputs.len()
-            ));
-        }
-        let inputs = first
-            .inputs
-            .iter()
-            .zip(&c.inputs)
-            .enumerate()
-            .map(|(j, p)| (value_name(j), p));
-        let outputs = first
-            .outputs
-            .iter()
-            .zip(&c.outputs)
-            .enumerate()
-            .map(|(j, p)| (format!("ref_kernel's output {j}"), p));
-        for (what, (a, b)) in inputs.chain(outputs) {
-            if kind(a) != kind(b) {
-                return Err(format!(
-                    "{what} is {} for {} but {} for {name}{lists}",
-                    kind(a),
-                    calls[0].0,
-                    kind(b)
-                ));
-            }
-        }
-    }
-    if first.outputs.is_empty() {
-        return Err("ref_kernel returned no tensor".into());
-    }
-    if first.inputs.is_empty() {
-        return Err("generate_input returned an empty tuple".into());
-    }
-    Ok(())
-}
-
-/// `text`, or its first 150 characters and how many more there are (a group GEMM's
-/// structure for eight groups is a long expression).
-fn clip(text: &str) -> String {
-    const KEEP: usize = 150;
-    let count = text.chars().count();
-    if count <= KEEP {
-        return text.to_string();
-    }
-    let head: String = text.chars().take(KEEP).collect();
-    format!("{head}... ({} more characters)", count - KEEP)
-}
-
-/// For a structure that changes between two calls: the list arguments whose lengths differ
-/// between them (a group count that follows the tests' per-group sizes), as a clause for the
-/// message, or "".
-fn list_lengths_differ(
-    a: &(String, serde_json::Map<String, serde_json::Value>),
-    b: &(String, serde_json::Map<String, serde_json::Value>),
-) -> String {
-    // The lengths of a list and of the lists nested in it, in order.
-    fn lengths(v: &serde_json::Value, out: &mut Vec<usize>) {
-        if let Some(items) = v.as_array() {
-            out.push(items.len());
-            items.iter().for_each(|item| lengths(item, out));
-        }
-    }
-    let differ: Vec<String> =
-        a.1.iter()
-            .filter_map(|(k, va)| {
-                let vb = b.1.get(k)?;
-                let (xa, xb) = (va.as_array()?, vb.as_array()?);
-                if xa.len() != xb.len() {
-                    return Some(format!(
-                        "'{k}' has {} elements for {} but {} for {}",
-                        xb.len(),
-                        b.0,
-                        xa.len(),
-                        a.0
-                    ));
-                }
-                let (mut la, mut lb) = (Vec::new(), Vec::new());
-                lengths(va, &mut la);
-                lengths(vb, &mut lb);
-                (la != lb).then(|| {
-                    format!(
-                        "the lists nested in '{k}' have other lengths for {} than for {}",
-                        b.0, a.0
-                    )
-                })
-            })
-            .collect();
-    if differ.is_empty() {
-        String::new()
-    } else {
-        format!(
-            ": generate_input's value follows the lengths of the tests' list arguments, which differ ({}); \
-             import the tests and benchmarks of one length as a task of their own",
-            differ.join("; ")
-        )
-    }
-}
-
-/// task.toml `[tolerance]` tables from check_implementation, and the note about it.
-fn tolerance(found: &GpuModeProbe, dtypes: &[DType]) -> (String, String) {
-    let floats: Vec<DType> = dtypes.iter().copied().filter(|d| draws::is_float(*d)).collect();
-    match &found.tolerance {
-        Some(t) if !t.custom && t.rtol.is_some() && t.atol.is_some() => {
-            let (rtol, atol) = (t.rtol.unwrap_or_default(), t.atol.unwrap_or_default());
-            let origin = if t.defaults.is_empty() {
-                format!("check_implementation = make_match_reference(ref_kernel, rtol={rtol}, atol={atol})")
-            } else {
-                format!(
-                    "check_implementation = make_match_reference(ref_kernel{}), with utils.match_reference's default {}",
-                    t.literal.iter().map(|k| format!(", {k}=...")).collect::<String>(),
-                    t.defaults.join(" and ")
-                )
-            };
-            let mut toml = String::new();
-            for d in &floats {
-                toml.push_str(&format!("\n[tolerance.{d}]\n"));
-                toml.push_str(&emit::comment(&format!("From reference.py: {origin}.")));
-                toml.push_str(&format!("atol = {}\nrtol = {}\n", emit::toml_float(atol), emit::toml_float(rtol)));
-            }
-            let note = format!(
-                "check_implementation is replaced by ksearch's per-element comparison |out - ref| <= atol + rtol * |ref| \
-                 with its tolerances (atol {atol}, rtol {rtol}) for {} outputs",
-                floats.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
-            );
-            (toml, note)
-        }
-        Some(t) if t.custom => (
-            String::new(),
-            format!(
-                "check_implementation is custom code{}, not carried over: ksearch compares every element with its \
-                 default tolerances; set [tolerance.DTYPE] in task.toml to match the original",
-                t.why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default()
-            ),
-        ),
-        _ => (
-            String::new(),
-            "reference.py's check_implementation gives no tolerances ksearch can read: ksearch's default tolerances apply"
-                .into(),
-        ),
-    }
-}
-
-fn task_toml(
-    folder: &str,
-    engine: &str,
-    chosen: &[(String, Draw)],
-    tolerance: &str,
-    calling: &str,
-    writable: &[String],
-) -> String {
-    let mut t =
-        emit::comment(&format!(
-        "Imported from GPU MODE task {folder} by `ksearch import gpumode` (shapes found with {}). docs/importers.md \
-         says what is carried over and what is not.",
-        if engine == "stand-in" { "ksearch's stand-in for PyTorch".to_string() } else { engine.to_string() }
-    ));
-    t.push_str("\n[evaluation]\ntrials = 3\n");
-    t.push_str(tolerance);
-    t.push_str(&crate::inputs_toml(chosen));
-    t.push_str("\n[kernel]\nlanguage = \"python\"\nentry = \"custom_kernel\"\n");
-    t.push_str(&emit::comment(if calling == "tuple" {
-        "custom_kernel(data) gets the inputs as one tuple, in generate_input's order, and returns the output."
-    } else {
-        "custom_kernel(data) gets the one tensor generate_input makes, and returns the output."
-    }));
-    t.push_str(&format!("calling = \"{calling}\"\nseed = \"seed.py\"\n"));
-    t.push_str(&emit::comment(
-        "The folder's helper modules (task.py, utils.py): candidates import them from here.",
-    ));
-    t.push_str(&format!("python_path = [\"{MODULES}\"]\n"));
-    if !writable.is_empty() {
-        t.push_str(&emit::comment(
-            "Made with torch.empty by generate_input: output buffers a submission may fill (and return).",
-        ));
-        let names: Vec<String> = writable.iter().map(|n| emit::toml_str(n)).collect();
-        t.push_str(&format!("writable_inputs = [{}]\n", names.join(", ")));
-    }
-    t
 }
 
 /// reference.py with its module-level `torch.backends.... = value` lines commented out, for the

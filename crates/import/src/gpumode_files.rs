@@ -71,7 +71,7 @@ pub(crate) fn resolve_files(
 /// Stand-ins for task.py and utils.py when the folder lacks them.
 pub(crate) fn stub(name: &str) -> &'static str {
     match name {
-        "task" => "# ksearch's stub for GPU MODE's task.py: type names only.\nimport typing\n\ninput_t = typing.Any\noutput_t = typing.Any\n\n\ndef __getattr__(name):\n    return typing.Any\n",
+        "task" => "# ksearch's stub for GPU MODE's task.py: type names only.\nimport typing\n\ninput_t = typing.Any\noutput_t = typing.Any\n\n\ndef __getattr__(name):\n    if name.startswith(\"__\") and name.endswith(\"__\"):\n        raise AttributeError(name)\n    return typing.Any\n",
         _ => "# ksearch's stub for GPU MODE's utils.py: what reference files call when they load.\n\n\ndef make_match_reference(reference, **kwargs):\n    return lambda data, output: (True, \"\")\n\n\ndef set_seed(seed=42):\n    pass\n",
     }
 }

@@ -8,9 +8,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const PROBE: &str = include_str!("../python/probe.py");
-/// The probe's other module (the measurement of outputs) and the stand-in for PyTorch, in four
-/// modules (dtypes, tensors, functions, nn and the install), written beside probe.py.
-const STANDIN: [(&str, &str); 5] = [
+/// The probe's other modules (GPU MODE folders, the measurement of outputs) and the stand-in for
+/// PyTorch, in four modules (dtypes, tensors, functions, nn and the install), written beside
+/// probe.py.
+const STANDIN: [(&str, &str); 6] = [
+    ("probe_gpumode.py", include_str!("../python/probe_gpumode.py")),
     ("probe_measure.py", include_str!("../python/probe_measure.py")),
     ("standin_dtypes.py", include_str!("../python/standin_dtypes.py")),
     ("standin_tensor.py", include_str!("../python/standin_tensor.py")),
@@ -89,6 +91,20 @@ pub(crate) struct GpuModeCall {
     /// generate_input returned one tensor, not a tuple.
     pub bare: bool,
     pub outputs: Vec<Value>,
+    /// ref_kernel run for real at import on generate_input's own value (PyTorch only; the
+    /// first call of each distinct size, within a size limit); `None` where it was not.
+    #[serde(default)]
+    pub measured: Option<GpuModeMeasured>,
+}
+
+/// The largest finite |value| of each output of one GPU MODE call run for real (0.0 when it has
+/// none; `None` for non-float outputs), and the same on generate_input's value with its float
+/// tensors redrawn from a normal distribution, measured only when some output was 0.0.
+#[derive(Debug, Deserialize)]
+pub(crate) struct GpuModeMeasured {
+    pub largest: Vec<Option<f64>>,
+    #[serde(default)]
+    pub redrawn: Option<Vec<Option<f64>>>,
 }
 
 #[derive(Debug, Deserialize)]

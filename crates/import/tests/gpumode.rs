@@ -302,9 +302,13 @@ fn malformed_folders_give_errors_naming_the_file_and_field() {
     );
     let e = import_gpumode(&folder, &standin(&dir.path().join("o2"))).unwrap_err();
     let text = e.to_string();
-    assert!(text.contains("reference.py: defines no ref_kernel() function"), "{e}");
+    assert!(text.contains("reference.py: defines no ref_kernel() function."), "{e}");
     assert!(
-        text.contains("ref_kernel(data) and generate_input(**args)") && text.contains("(it defines generate_input)"),
+        text.contains(
+            "defines generate_input(**args), called with the arguments of each test and benchmark in \
+             task.yml (here: size, seed)"
+        ) && text.contains("and ref_kernel(data), called on what generate_input returns")
+            && text.contains("This file defines generate_input(size, seed)."),
         "names what ksearch expects and what the file has: {e}"
     );
 
@@ -329,8 +333,112 @@ def solve(x):
     let e = import_gpumode(&folder, &standin(&dir.path().join("o3"))).unwrap_err();
     assert!(
         e.to_string()
-            .contains("defines no ref_kernel() and no generate_input() function: ksearch imports GPU MODE problems")
-            && e.to_string().contains("(it defines make_inputs, solve)"),
+            .contains("defines no ref_kernel() and no generate_input() function. ksearch imports GPU MODE problems")
+            && e.to_string().contains("This file defines make_inputs(size), solve(x).")
+            && e.to_string()
+                .ends_with("add generate_input and ref_kernel to reference.py in a copy of the folder."),
+        "{e}"
+    );
+
+    // princeton/cross_entropy_py's layout: generate_inputs (plural) with a size the tests do not
+    // give, and two reference functions; the message says what to write instead.
+    let folder = write_task(
+        &dir.path().join("two_entry_points"),
+        "tests:\n  - {vocab_size: 32}\n  - {vocab_size: 64}\n",
+        Some(
+            "import torch\nimport torch.nn.functional as F\n\n\n\
+             def reference_forward(logits, targets):\n    return F.cross_entropy(logits, targets, reduction='none')\n\n\n\
+             def reference_backward(logits, targets, grad_output):\n    return torch.softmax(logits, -1) * grad_output[:, None]\n\n\n\
+             def generate_inputs(batch_size, vocab_size, seed=42):\n    \
+             return torch.randn(batch_size, vocab_size), torch.randint(0, vocab_size, (batch_size,)), torch.randn(batch_size)\n",
+        ),
+    );
+    let e = import_gpumode(&folder, &standin(&dir.path().join("o4"))).unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, ImportError::Problem { .. }), "{text}");
+    for expected in [
+        "(here: vocab_size)",
+        "This file defines generate_inputs(batch_size, vocab_size, seed=42), reference_backward(logits, targets, \
+         grad_output), reference_forward(logits, targets).",
+        "generate_inputs is not generate_input: it also takes batch_size, which no test gives, so a generate_input \
+         must fix it",
+        "It has 2 reference functions (reference_forward, reference_backward) and a ksearch task has one entry point: \
+         import one task per function",
+    ] {
+        assert!(text.contains(expected), "{expected}\n{text}");
+    }
+}
+
+/// A mask that is float32 ones without masking and int64 0/1 with it, as GPU MODE's
+/// bioml-trimul makes it.
+const MASKED: &str = r#"import torch
+
+
+def ref_kernel(data):
+    x, mask = data
+    return x * mask.reshape(x.shape[0], -1)
+
+
+def generate_input(size, masked, seed):
+    x = torch.randn(size, 8)
+    if masked:
+        return x, torch.randint(0, 2, (size, 8))
+    return x, torch.ones(size, 8)
+"#;
+
+#[test]
+fn tests_whose_inputs_have_another_dtype_than_most_are_left_out_saying_which() {
+    let dir = tempfile::tempdir().unwrap();
+    let yml = "tests:\n  - {size: 4, masked: false, seed: 1}\n  - {size: 4, masked: true, seed: 2}\n  \
+               - {size: 8, masked: false, seed: 3}\nbenchmarks:\n  - {size: 16, masked: true, seed: 4}\n  \
+               - {size: 32, masked: false, seed: 5}\n";
+    let folder = write_task(dir.path(), yml, Some(MASKED));
+    let out = dir.path().join("out");
+    let imported = import_gpumode(&folder, &standin(&out)).unwrap();
+    let task = &imported.task;
+    assert_eq!(task.definition.inputs["mask"].dtype, DType::Float32);
+    let uuids: Vec<&str> = task.workloads.iter().map(|w| w.uuid.as_str()).collect();
+    assert_eq!(uuids, ["test-0", "test-2", "benchmark-1"]);
+    let note = imported
+        .checks
+        .iter()
+        .find(|c| c.contains("were left out"))
+        .unwrap_or_else(|| panic!("{:?}", imported.checks));
+    assert!(
+        note.starts_with("2 of 5 tests and benchmarks were left out, since a definition has one dtype per input and 3")
+            && note.contains(
+                "test-1, benchmark-0 ('mask' of generate_input's value is a 2-D float32 tensor for test-0 but a 2-D \
+                 int64 tensor for test-1)"
+            ),
+        "{note}"
+    );
+    let toml = std::fs::read_to_string(out.join("task.toml")).unwrap();
+    assert!(toml.contains("# Tests and benchmarks left out: 2 of 5"), "{toml}");
+    run_generated(&out);
+
+    // As many of each: no majority, refused naming both groups.
+    let yml = "tests:\n  - {size: 4, masked: false, seed: 1}\n  - {size: 4, masked: true, seed: 2}\n";
+    let folder = write_task(&dir.path().join("tie"), yml, Some(MASKED));
+    let e = import_gpumode(&folder, &standin(&dir.path().join("out2"))).unwrap_err();
+    assert!(matches!(e, ImportError::Unsupported { .. }), "{e}");
+    assert!(
+        e.to_string()
+            .contains("is a 2-D float32 tensor for test-0 but a 2-D int64 tensor for test-1")
+            && e.to_string()
+                .contains("(1 each: test-0 / test-1), so there is no majority to keep"),
+        "{e}"
+    );
+    // A rank that changes is still refused.
+    let ranked = MASKED.replace("torch.randint(0, 2, (size, 8))", "torch.randint(0, 2, (size,))");
+    let yml = "tests:\n  - {size: 4, masked: false, seed: 1}\n  - {size: 8, masked: false, seed: 3}\n  \
+               - {size: 4, masked: true, seed: 2}\n";
+    let folder = write_task(&dir.path().join("rank"), yml, Some(&ranked));
+    let e = import_gpumode(&folder, &standin(&dir.path().join("out3"))).unwrap_err();
+    assert!(
+        e.to_string().contains(
+            "'mask' of generate_input's value is a 2-D float32 tensor for test-0 but a 1-D int64 \
+             tensor for test-2"
+        ),
         "{e}"
     );
 }
