@@ -29,19 +29,7 @@ fn coder(k: usize) -> String {
 }
 
 fn planner(plan: &PlanKind, n: usize) -> String {
-    let insert = |id: String, parent: &str| {
-        json!({"op": "insert_node", "node": {"node_id": id, "parent_id": parent, "decision": "d", "choice": "c",
-            "overall_rating": 6, "confidence": 0.5,
-            "action": {"title": "t", "description": "d", "rationale": "r", "difficulty": 1, "score": 0.5}}})
-    };
-    match plan {
-        PlanKind::Init => {
-            json!({"ops": [insert("a".into(), "root"), insert("b".into(), "root"), insert("c".into(), "root")]})
-        }
-        PlanKind::Refine { node_id } => json!({"ops": [insert(format!("{node_id}{n}"), node_id)]}),
-        _ => json!({"ops": [insert(format!("p{n}"), "root")]}),
-    }
-    .to_string()
+    scripted_plan(plan, n)
 }
 
 /// Serves `engine` until it finishes, appending to `events` and `asked`; answers count on from

@@ -5,7 +5,6 @@
 mod common;
 use common::*;
 use ksearch_search::engine::*;
-use serde_json::json;
 
 /// Candidate 4 of the issue, with a noisy small workload.
 const C4: &str = "c4 TIMES=18.8,254,282,1000 IQR=3.8,6,7,30 REF=800,11000,12100,46000";
@@ -15,19 +14,7 @@ const C5: &str = "c5 TIMES=12.1,165,187,748 IQR=0.4,4,5,20 REF=560,7700,8700,310
 const C5_AGAIN: &str = "c5b TIMES=12.3,163,189,752 IQR=0.4,4,5,20 REF=800,11000,12100,46000";
 
 fn planner(plan: &PlanKind, _m: &[ksearch_messages::Message], n: usize) -> String {
-    let insert = |id: String, parent: &str| {
-        json!({"op": "insert_node", "node": {"node_id": id, "parent_id": parent, "decision": "d", "choice": "c",
-            "overall_rating": 6, "confidence": 0.5,
-            "action": {"title": "t", "description": "d", "rationale": "r", "difficulty": 1, "score": 0.5}}})
-    };
-    match plan {
-        PlanKind::Init => {
-            json!({"ops": [insert("a".into(), "root"), insert("b".into(), "root"), insert("c".into(), "root")]})
-        }
-        PlanKind::Refine { node_id } => json!({"ops": [insert(format!("{node_id}{n}"), node_id)]}),
-        _ => json!({"ops": [insert(format!("p{n}"), "root")]}),
-    }
-    .to_string()
+    scripted_plan(plan, n)
 }
 
 /// Seed, then the cycle's rounds: C4, C5, then `rest` (repeated).

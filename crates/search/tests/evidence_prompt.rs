@@ -5,22 +5,9 @@
 mod common;
 use common::*;
 use ksearch_search::engine::*;
-use serde_json::json;
 
 fn planner(plan: &PlanKind, _m: &[ksearch_messages::Message], n: usize) -> String {
-    let insert = |id: String, parent: &str| {
-        json!({"op": "insert_node", "node": {"node_id": id, "parent_id": parent, "decision": "d", "choice": "c",
-            "overall_rating": 6, "confidence": 0.5,
-            "action": {"title": "t", "description": "d", "rationale": "r", "difficulty": 1, "score": 0.5}}})
-    };
-    match plan {
-        PlanKind::Init => {
-            json!({"ops": [insert("a".into(), "root"), insert("b".into(), "root"), insert("c".into(), "root")]})
-        }
-        PlanKind::Refine { node_id } => json!({"ops": [insert(format!("{node_id}{n}"), node_id)]}),
-        _ => json!({"ops": [insert(format!("p{n}"), "root")]}),
-    }
-    .to_string()
+    scripted_plan(plan, n)
 }
 
 fn measure(sources: &[Source]) -> EvalSummary {

@@ -6,7 +6,6 @@
 mod common;
 use common::*;
 use ksearch_search::engine::*;
-use serde_json::json;
 use std::collections::HashMap;
 
 /// The first best: one workload timed with an IQR four times its median.
@@ -19,19 +18,7 @@ const FAST: &str = "f2 TIMES=77,154 IQR=1.5,3 REF=1000,3000";
 const EVEN: &str = "e3 TIMES=100,201 IQR=2,4 REF=1000,3000";
 
 fn planner(plan: &PlanKind, _m: &[ksearch_messages::Message], n: usize) -> String {
-    let insert = |id: String, parent: &str| {
-        json!({"op": "insert_node", "node": {"node_id": id, "parent_id": parent, "decision": "d", "choice": "c",
-            "overall_rating": 6, "confidence": 0.5,
-            "action": {"title": "t", "description": "d", "rationale": "r", "difficulty": 1, "score": 0.5}}})
-    };
-    match plan {
-        PlanKind::Init => {
-            json!({"ops": [insert("a".into(), "root"), insert("b".into(), "root"), insert("c".into(), "root")]})
-        }
-        PlanKind::Refine { node_id } => json!({"ops": [insert(format!("{node_id}{n}"), node_id)]}),
-        _ => json!({"ops": [insert(format!("p{n}"), "root")]}),
-    }
-    .to_string()
+    scripted_plan(plan, n)
 }
 
 /// No seed; the coder answers `NOISY`, then `answers` in turn (the last one repeated). The first

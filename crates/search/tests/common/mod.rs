@@ -54,6 +54,24 @@ pub fn summary(text: &str) -> EvalSummary {
     }
 }
 
+/// A planner answer for the `n`th plan request: three open actions under the root at init, one
+/// child of the refined node at a refine step, one more under the root otherwise.
+pub fn scripted_plan(plan: &PlanKind, n: usize) -> String {
+    let insert = |id: String, parent: &str| {
+        serde_json::json!({"op": "insert_node", "node": {"node_id": id, "parent_id": parent, "decision": "d", "choice": "c",
+            "overall_rating": 6, "confidence": 0.5,
+            "action": {"title": "t", "description": "d", "rationale": "r", "difficulty": 1, "score": 0.5}}})
+    };
+    match plan {
+        PlanKind::Init => {
+            serde_json::json!({"ops": [insert("a".into(), "root"), insert("b".into(), "root"), insert("c".into(), "root")]})
+        }
+        PlanKind::Refine { node_id } => serde_json::json!({"ops": [insert(format!("{node_id}{n}"), node_id)]}),
+        _ => serde_json::json!({"ops": [insert(format!("p{n}"), "root")]}),
+    }
+    .to_string()
+}
+
 pub fn code(text: &str) -> String {
     format!("Here is the kernel:\n```c kernel.c\n{text}\n```\n")
 }
