@@ -14,8 +14,10 @@
 # rest stays pending for the next call. At most 7 runs per call: the device returns 8 files and
 # OUTDIR also holds what this script prints, if the caller sends it there.
 #
-# The harness embedded in the binary is used unless a smoke evaluation of a GPU seed fails with
-# it; then HARNESS_FALLBACK (a folder holding a ksearch_harness package) is used and said so.
+# The harness embedded in the binary is used unless a smoke evaluation of a GPU seed (SMOKE_TASK,
+# default rmsnorm_llm; mlx_mamba_step for the MLX runs) fails with it; then HARNESS_FALLBACK (a
+# folder holding a ksearch_harness package) is used and said so, and without one no run is
+# evaluated (a broken harness would record every candidate as failed): they all stay pending.
 set -u
 args="$*"
 if [ $# -lt 3 ]; then
@@ -33,14 +35,18 @@ export KSEARCH_PYTHON=${KSEARCH_PYTHON:-$(command -v python3)}
 echo "# bench/h200_batch.sh $args ; date: $(date -u +%FT%TZ); deadline ${deadline} s"
 t0=$(date +%s)
 left() { echo $(( deadline - ($(date +%s) - t0) )); }
-if timeout 120 "$bin" eval rmsnorm_llm --json --seed 1 > "$stage/smoke.json" 2> "$stage/smoke.log" \
+smoke_task=${SMOKE_TASK:-rmsnorm_llm}
+if timeout 120 "$bin" eval "$smoke_task" --json --seed 1 > "$stage/smoke.json" 2> "$stage/smoke.log" \
    && grep -q '"status": *"passed"' "$stage/smoke.json"; then
-  echo "smoke: the embedded harness evaluates rmsnorm_llm's seed ($(( $(date +%s) - t0 )) s)"
+  echo "smoke: the embedded harness evaluates $smoke_task's seed ($(( $(date +%s) - t0 )) s)"
 elif [ -n "${HARNESS_FALLBACK:-}" ]; then
   export KSEARCH_HARNESS_DIR=$(realpath "$HARNESS_FALLBACK")
   echo "smoke: the embedded harness failed ($(head -c 600 "$stage/smoke.json"; tail -5 "$stage/smoke.log")); using $KSEARCH_HARNESS_DIR"
 else
-  echo "smoke: the embedded harness failed and no HARNESS_FALLBACK is set"; tail -20 "$stage/smoke.log"
+  echo "smoke: the embedded harness failed on $smoke_task's seed and no HARNESS_FALLBACK is set;" \
+    "no run evaluated, their candidates stay pending"
+  head -c 1500 "$stage/smoke.json"; echo; tail -20 "$stage/smoke.log"
+  exit 3
 fi
 rc=0
 for run in "$@"; do
