@@ -8,7 +8,14 @@
 # After it, `in` puts the index and the exclude file back as they were. Do not commit in between
 # (the index then lacks the stores left out); `status` says whether stores are left out.
 #
-# Usage: bench/device_tree.sh out [RUN_DIR...] | in | status
+# The stores grow (22 MB for a 120-round CUDA run by 2026-12-03) and the 64 MiB also counts the
+# carried paths (MLX's install parts take 35-40 MB), while a store compresses 10-50x (mostly
+# kernel source). `pack RUN_DIR...` therefore leaves every store out, the named ones too, and
+# writes the named ones into .gpu-transfer/stores/runs.tar.xz: carry .gpu-transfer/stores and
+# begin the device command with `tar xJf .gpu-transfer/stores/runs.tar.xz` (it puts each store
+# back at results/NAME/run.sqlite there). `in` undoes `pack` as it undoes `out`.
+#
+# Usage: bench/device_tree.sh out [RUN_DIR...] | pack RUN_DIR... | in | status
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
@@ -19,6 +26,21 @@ begin='# ksearch device_tree.sh: stores left out of a device call (bench/device_
 end='# end ksearch device_tree.sh'
 size() { (git ls-files -z; git ls-files -z --others --exclude-standard) | while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1; }
 case "${1:-}" in
+  pack)
+    shift
+    if [ $# -eq 0 ]; then echo "$0 pack: name the runs whose stores the call needs" >&2; exit 2; fi
+    stores=()
+    for r in "$@"; do
+      if [ ! -f "$r/run.sqlite" ]; then echo "$0 pack: $r/run.sqlite does not exist" >&2; exit 1; fi
+      stores+=("$(realpath --relative-to="$root" "$r")/run.sqlite")
+    done
+    mkdir -p .gpu-transfer/stores
+    # sqlite3 .backup would be safer against a writer mid-copy; the stores are only written by
+    # agents answering requests, which the caller does not run on these runs meanwhile.
+    tar cf - "${stores[@]}" | xz -T2 -6 >.gpu-transfer/stores/runs.tar.xz
+    "$0" out
+    echo "packed ${#stores[@]} stores into .gpu-transfer/stores/runs.tar.xz ($(( $(stat -c %s .gpu-transfer/stores/runs.tar.xz) / 1024 )) KiB): carry .gpu-transfer/stores, begin with: tar xJf .gpu-transfer/stores/runs.tar.xz"
+    ;;
   out)
     shift
     if [ -e "$list" ]; then
