@@ -1,5 +1,5 @@
 //! A typed view of one run, everything a report or the dashboard shows, built once from the run
-//! store (see `load.rs`). Serialisable: templates read it, and the dashboard serves it as JSON.
+//! store (see `load/`). Serialisable: templates read it, and the dashboard serves it as JSON.
 
 use serde::Serialize;
 

@@ -1,8 +1,14 @@
+use super::ncu_csv::csv_fields;
+use super::run::{read_outcome, Failure};
 use super::*;
+use crate::{auth, supervisor};
+use ksearch_spec::Task;
+use std::path::Path;
+use std::time::Duration;
 
 /// Written by hand in ncu's raw-page format: two kernels launched twice each (calls of 3 ms and
 /// 1 ms), ncu's ==PROF== lines first, a units line, thousands separators and an `n/a`.
-const HANDWRITTEN: &str = include_str!("../tests/fixtures/ncu-raw-handwritten.csv");
+const HANDWRITTEN: &str = include_str!("../../tests/fixtures/ncu-raw-handwritten.csv");
 
 fn close(a: Option<f64>, b: f64) -> bool {
     a.is_some_and(|a| (a - b).abs() < 1e-9)
@@ -347,7 +353,7 @@ fn the_profiling_runs_lines_and_report_become_launches_or_a_reason() {
 /// Recorded on an H200 (ncu 2025.3.1.0, driver 580.159.04) by `KSEARCH_PROFILE_KEEP=DIR ksearch
 /// eval mamba_scan --profile --json --seed 1`: the seed kernel's two profiled calls on
 /// mamba_scan-4x2048x4096 (bench/results/profile-mamba-scan.md).
-const H200_MAMBA: &str = include_str!("../tests/fixtures/ncu-raw-h200-mamba-scan.csv");
+const H200_MAMBA: &str = include_str!("../../tests/fixtures/ncu-raw-h200-mamba-scan.csv");
 
 #[test]
 fn a_real_h200_report_of_the_mamba_seed_reads_as_recorded() {
