@@ -14,10 +14,10 @@
 //! wrong (no ncu, a CPU backend, ncu refused the counters) is a [`Profile`] whose `note` says so;
 //! [`profile`] never fails the evaluation it follows.
 //!
-//! The parts, one submodule each: the record's types ([`types`]), finding and invoking ncu
-//! ([`ncu`]), the choice of workload ([`workload`]), the profiling run itself ([`run`]), reading
-//! ncu's CSV ([`ncu_csv`]), weighing its launches ([`aggregate`]) and the planner's summary
-//! ([`summary`](mod@summary)).
+//! The parts, one file each: the record's types (`types.rs`), finding and invoking ncu
+//! (`ncu.rs`), the choice of workload (`workload.rs`), the profiling run itself (`run.rs`),
+//! reading ncu's CSV (`ncu_csv.rs`), weighing its launches (`aggregate.rs`) and the planner's
+//! summary (`summary.rs`).
 
 mod aggregate;
 mod ncu;
