@@ -10,10 +10,12 @@ repository root: python3 -m unittest discover -s harness/tests -t harness
 
 # Raised when a change moves the times it measures (0.3.0: the mlx backend's timed calls get
 # their inputs from device pools; 0.4.0: the mlx backend tests each timed call on the device,
-# backends/mlx/checks.py, so a workload's timing budget holds many more calls than 5 to 7): the
+# backends/mlx/checks.py, so a workload's timing budget holds many more calls than 5 to 7;
+# 0.4.1: a candidate stays behind its gate when only the reference's expires, while its launch
+# path is short, backends/torch_gpu/gate_policy.py): the
 # engine compares times of one version only and measures a run's best again by a newer one
 # (docs/engine.md, "Re-measuring a noisy best").
-__version__ = "0.4.0"
+__version__ = "0.4.1"
 
 # Before anything imports NumPy or torch: where their bytecode comes from (bytecode.py).
 from . import bytecode as _bytecode  # noqa: E402

@@ -114,6 +114,24 @@ class GatedTiming(unittest.TestCase):
         # the two calls' gaps, which a gate changes.
         self.assertTrue(gate["reference"].startswith("off from call 0"), gate)
 
+    def test_a_reference_that_synchronises_leaves_a_short_candidate_behind_its_gate(self):
+        definition = dict(TINY_DEF, reference=("import torch\n"
+                                                "def run(x):\n"
+                                                "    x.sum().item()\n"
+                                                "    return x + 1.0\n"))
+        req = self.request(TINY)
+        req["definition"] = definition
+        result = gpu_run(req)
+        self.assertEqual(result.statuses, ["passed"], result.stderr[-2000:])
+        timing = result.workloads[0]["timing"]
+        gate = timing["gate"]
+        self.assertTrue(gate["reference"].startswith("expired at call 0"), gate)
+        # A one-op Python launch is far under gate_policy.MIXED_LAUNCH_LIMIT_NS: the candidate
+        # keeps its device time (a few us, not its 20-30 us launch) and the cross-check passes.
+        self.assertTrue(gate["candidate"].startswith("gated (the reference's gate expired"), gate)
+        self.assertLess(statistics.median(timing["candidate_ns"]), 10_000, timing["candidate_ns"])
+        self.assertIsNone(timing.get("suspicious"), timing)
+
 
 class EarlyBuild(unittest.TestCase):
     def setUp(self):

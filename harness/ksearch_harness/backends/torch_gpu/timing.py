@@ -21,8 +21,9 @@ as before; Rust compares the two clocks.
 
 A call that cannot be enqueued behind a closed gate (it synchronises, frees memory or fills the
 launch queue) makes the gate open itself after gpu_gate.LIMIT_NS; that call is timed as without
-a gate, and so are both callees' later calls in the workload (`gate` says so): the candidate and
-the reference are always timed alike, since Rust compares their gaps between the two clocks.
+a gate, and later calls as gate_policy.py decides (`gate` says so): the candidate's expiry
+takes both callees off the gate, the reference's only the reference while the candidate's launch
+path stays short enough for Rust's comparison of the two callees' gaps between the clocks.
 Where no gate can be made, every call is timed without one.
 
 CUDA graphs (`timing.cuda_graph`: true, false or "auto"): with true, the candidate's call and
@@ -44,6 +45,7 @@ from time import perf_counter_ns
 from ... import timing
 from ...errors import CandidateError
 from . import gate as gpu_gate
+from .gate_policy import GatePolicy
 from .device import first_line
 
 # Measured on the H200 (bench/results/graph-replay.md): the deciding (second) replay of a 4x64
@@ -69,9 +71,7 @@ def time_pairs(session, settings):
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     stream = torch.cuda.current_stream().cuda_stream
     overhead = event_overhead(mem, gate, start, end, stream) if gate is not None else 0.0
-    gated = {"candidate": gate is not None, "reference": gate is not None}
-    gate_state = {who: ("gated" if gate is not None else f"unavailable: {gate_note}")
-                  for who in gated}
+    policy = GatePolicy(gate is not None, gate_note)
     cand_ns, ref_ns, cand_host, ref_host, plain_warm = [], [], [], [], []
     cand_enqueue, ref_enqueue = [], []
     graphs, note = None, None
@@ -80,7 +80,7 @@ def time_pairs(session, settings):
     def timed(who, call, during, k):
         mem.flush_l2()
         mem.synchronize(f"before {during}")
-        use = gated[who]
+        use = policy.gated[who]
         h0 = clock()
         if use:
             gate.close()
@@ -103,21 +103,11 @@ def time_pairs(session, settings):
         if use:
             if gate.opened_by() == gpu_gate.OPENED:
                 event = max(event - overhead, 1.0)
+                policy.launched(who, k, opened - h0)
             else:
-                # It opened itself: this call, and both callees' later ones, without a gate.
-                # Both: Rust's cross-check compares the candidate's gap between the clocks with
-                # the reference's, and a gated call's gap holds its launch path (the device
-                # waited for it) where an ungated one's does not, so the two must be timed
-                # alike (a gated seed beside gqa_paged_decode's ungated reference was flagged).
-                other = "reference" if who == "candidate" else "candidate"
-                gated[who] = gated[other] = False
-                gate_state[who] = (f"expired at call {k}: the call could not be enqueued behind "
-                                   f"a closed gate within {gpu_gate.LIMIT_NS / 1e6:g} ms (it "
-                                   f"waits for the device, or fills the launch queue); timed "
-                                   f"without the gate from then on")
-                if gate_state[other] == "gated":
-                    gate_state[other] = (f"off from call {k}: the {who}'s gate expired, and both "
-                                         f"are timed alike")
+                # It opened itself: this call without a gate, and later ones as gate_policy.py
+                # decides (the cross-check of the clocks compares the two callees' gaps).
+                policy.expired(who, k, gpu_gate.LIMIT_NS / 1e6)
         return returned, event, h1 - h0, opened - h0
 
     if mode in (False, "false", "off") or (mode == "auto" and gate is not None):
@@ -169,7 +159,7 @@ def time_pairs(session, settings):
             "reference_host_ns": ref_host, "candidate_enqueue_ns": cand_enqueue,
             "reference_enqueue_ns": ref_enqueue, "cuda_graph": graphs is not None,
             "cuda_graph_note": note, "l2_flush_bytes": mem.flush_bytes(),
-            "gate": gate_state, "event_overhead_ns": overhead}
+            "gate": policy.state, "event_overhead_ns": overhead}
 
 
 def event_overhead(mem, gate, start, end, stream):
