@@ -12,10 +12,11 @@ repository root: python3 -m unittest discover -s harness/tests -t harness
 # their inputs from device pools; 0.4.0: the mlx backend tests each timed call on the device,
 # backends/mlx/checks.py, so a workload's timing budget holds many more calls than 5 to 7;
 # 0.4.1: a candidate stays behind its gate when only the reference's expires, while its launch
-# path is short, backends/torch_gpu/gate_policy.py): the
+# path is short, backends/torch_gpu/gate_policy.py; 0.4.2: that decision waits for three gated
+# launches): the
 # engine compares times of one version only and measures a run's best again by a newer one
 # (docs/engine.md, "Re-measuring a noisy best").
-__version__ = "0.4.1"
+__version__ = "0.4.2"
 
 # Before anything imports NumPy or torch: where their bytecode comes from (bytecode.py).
 from . import bytecode as _bytecode  # noqa: E402

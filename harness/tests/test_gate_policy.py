@@ -3,7 +3,8 @@ without a GPU: the rules Rust's cross-check of the clocks relies on."""
 
 import unittest
 
-from ksearch_harness.backends.torch_gpu.gate_policy import MIXED_LAUNCH_LIMIT_NS, GatePolicy
+from ksearch_harness.backends.torch_gpu.gate_policy import (MIN_LAUNCH_SAMPLES,
+                                                             MIXED_LAUNCH_LIMIT_NS, GatePolicy)
 
 
 class GatePolicyTests(unittest.TestCase):
@@ -44,8 +45,25 @@ class GatePolicyTests(unittest.TestCase):
         p = GatePolicy(True)
         p.launched("candidate", 0, long)
         p.expired("reference", 0, 10)
+        for k in range(1, MIN_LAUNCH_SAMPLES - 1):
+            p.launched("candidate", k, long)
+            self.assertTrue(p.gated["candidate"], (k, p.state))  # too few samples to decide
+        p.launched("candidate", MIN_LAUNCH_SAMPLES - 1, long)
         self.assertEqual(p.gated, {"candidate": False, "reference": False})
         self.assertIn("too long for the clocks' cross-check", p.state["candidate"])
+
+    def test_a_slow_first_launch_alone_does_not_decide(self):
+        # Harness 0.4.1 on the H200: the first gated call took 187 us, and alone it took the
+        # candidate off the gate.
+        p = GatePolicy(True)
+        p.launched("candidate", 0, 187_000)
+        p.expired("reference", 0, 10)
+        self.assertTrue(p.gated["candidate"], p.state)
+        p.launched("candidate", 1, 20_000)
+        p.launched("candidate", 2, 21_000)
+        self.assertTrue(p.gated["candidate"], p.state)
+        self.assertTrue(p.state["candidate"].startswith("gated (the reference's gate expired"),
+                        p.state)
 
     def test_the_median_decides_not_one_slow_launch(self):
         p = GatePolicy(True)

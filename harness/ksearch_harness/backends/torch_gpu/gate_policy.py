@@ -17,8 +17,9 @@ the call); an ungated call's does not (the device ran the work while the host la
   (gqa_paged_decode, harness 0.4.0: every candidate at 22-25 us on a 102-token workload, the
   launch path alone 38 us). Its gap is then its launch path plus the synchronise against the
   reference's synchronise alone, so the cross-check holds only while the candidate's launch path
-  stays under the check's 50 us slack: once the median of its gated launch paths so far exceeds
-  MIXED_LAUNCH_LIMIT_NS, it is timed without the gate too, as before, and the record says why.
+  stays under the check's 50 us slack: once the median of its gated launch paths so far (at
+  least MIN_LAUNCH_SAMPLES of them) exceeds MIXED_LAUNCH_LIMIT_NS, it is timed without the gate
+  too, as before, and the record says why. Calls before that are gated.
 """
 
 import statistics
@@ -26,6 +27,10 @@ import statistics
 # Below the cross-check's 50 us slack (gpu_checks.rs HOST_GAP_SLACK_NS), with room for the
 # synchronise's jitter: a ctypes launch of one or two kernels takes 30-40 us on the H200.
 MIXED_LAUNCH_LIMIT_NS = 42_000
+# Gated launch paths seen before deciding: the first call after the correctness trials is slow
+# (harness 0.4.1 decided on it alone; a one-op Python add's first gated launch took 187 us on
+# the H200, its later ones a fraction of that), so the median needs a few.
+MIN_LAUNCH_SAMPLES = 3
 CALLEES = ("candidate", "reference")
 
 
@@ -62,7 +67,7 @@ class GatePolicy:
             self._check_candidate(k)
 
     def _check_candidate(self, k):
-        if not self.gated["candidate"] or not self._launches:
+        if not self.gated["candidate"] or len(self._launches) < MIN_LAUNCH_SAMPLES:
             return
         median = statistics.median(self._launches)
         if median > MIXED_LAUNCH_LIMIT_NS:
