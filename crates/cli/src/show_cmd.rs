@@ -388,8 +388,8 @@ fn candidate_lines(e: &Engine, c: &Candidate, how: &str, parent: Option<i64>, de
     if let Some(f) = c.final_result.as_ref() {
         result.push_str(&format!("; final: {}", verdict(f)));
     }
-    if let Some((p, cmp)) = parent.and_then(|p| Some((p, e.compare_candidates(c.id, p)?))) {
-        result.push_str(&format!("; {}", cmp.describe(&format!("candidate {p}"))));
+    if let Some(text) = parent.and_then(|p| e.describe_against(c.id, p)) {
+        result.push_str(&format!("; {text}"));
     }
     let on = device.map(|d| format!(" on {d}")).unwrap_or_default();
     let mut out = vec![format!(

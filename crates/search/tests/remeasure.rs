@@ -250,3 +250,69 @@ fn a_candidate_measured_by_another_harness_version_waits_for_the_best_to_be_meas
     let challenger = timed(same);
     assert!(beats_by(CompareRule::Paired, &challenger, Some(&first)));
 }
+
+#[test]
+fn candidates_measured_by_different_harness_versions_are_described_as_not_compared() {
+    // As above: o1 measured by harness 0.2.0 (30 us of host work in every call), s2 by 0.3.0.
+    // Between s2's evaluation and o1's re-measurement by 0.3.0, what the planner reads of s2
+    // against o1 must not be a ratio of the two versions' times (it would read 1.30x faster);
+    // once o1 has a 0.3.0 measurement, the two are compared on it.
+    let old_best = "o1 TIMES=130,260 IQR=1,2 REF=1000,3000";
+    let new_best = "o1 TIMES=100,200 IQR=1,2 REF=1000,3000";
+    let same = "s2 TIMES=100,201 IQR=1,2 REF=1000,3000";
+    let mut seen = 0;
+    let (engine, events) = drive_with(
+        false,
+        EngineConfig {
+            remeasure: 0,
+            ..config(3)
+        },
+        planner,
+        |_, k| code(if k == 1 { old_best } else { same }),
+        move |s: &[Source]| {
+            let text = s[0].content.trim();
+            let (times, version) = if text == old_best {
+                seen += 1;
+                if seen == 1 {
+                    (old_best, "0.2.0")
+                } else {
+                    (new_best, "0.3.0")
+                }
+            } else {
+                (text, "0.3.0")
+            };
+            EvalSummary {
+                harness: Some(version.into()),
+                ..timed(times)
+            }
+        },
+        500,
+    );
+    let (o1, s2) = (id_of(&engine, "o1"), id_of(&engine, "s2"));
+    let mut replay = Engine::new();
+    let mut before_remeasure = None;
+    for e in &events {
+        replay.apply(e).unwrap();
+        let o1_remeasured = replay.candidate(o1).is_some_and(|c| !c.remeasured.is_empty());
+        if !o1_remeasured && replay.candidate(s2).is_some_and(|c| c.passed()) {
+            before_remeasure.get_or_insert_with(|| replay.describe_against(s2, o1));
+        }
+    }
+    let text = before_remeasure
+        .flatten()
+        .expect("s2 was evaluated before o1 was measured again");
+    assert_eq!(
+        text,
+        format!(
+            "not compared with candidate {o1}: it was measured by harness 0.2.0, this by 0.3.0 \
+             (times of different harness versions are not compared)"
+        )
+    );
+    assert!(replay.compare_candidates(s2, o1).is_some());
+    let after = engine.describe_against(s2, o1).unwrap();
+    assert!(
+        after.contains(&format!("candidate {o1}")) && !after.starts_with("not compared"),
+        "{after}"
+    );
+    assert!(!after.contains("faster"), "{after}"); // 100 vs 100 us: within the noise
+}

@@ -53,6 +53,17 @@ impl Candidate {
         self.result.as_ref().filter(|r| r.passed()).and_then(|r| r.speedup)
     }
 
+    /// Its passing measurement by harness version `harness` (the one decided with, else a
+    /// re-measurement), for comparing with a kernel that version measured: times of different
+    /// versions are not compared (docs/engine.md, "Re-measuring a noisy best").
+    pub fn measured_by(&self, harness: Option<&str>) -> Option<&EvalSummary> {
+        let by = |r: &&EvalSummary| r.passed() && r.harness.as_deref() == harness;
+        self.result
+            .as_ref()
+            .filter(by)
+            .or_else(|| self.remeasured.iter().rev().find(by))
+    }
+
     /// Its search evaluation: the one it was measured by in its round, whether or not a
     /// re-measurement has since replaced it as `result`.
     pub fn search_result(&self) -> Option<&EvalSummary> {

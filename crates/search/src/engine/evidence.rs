@@ -226,8 +226,8 @@ pub(super) fn attempt_entry(e: &Engine, a: &AttemptRecord, diff: bool) -> String
         ),
     };
     if let (Some(c), Some(p)) = (candidate, a.parent) {
-        if let Some(cmp) = e.compare_candidates(c.id, p) {
-            out.push_str(&format!("; {}", cmp.describe(&format!("candidate {p}"))));
+        if let Some(text) = e.describe_against(c.id, p) {
+            out.push_str(&format!("; {text}"));
         }
     }
     let indent = |label: &str, text: &str| {

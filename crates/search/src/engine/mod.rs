@@ -335,10 +335,35 @@ impl Engine {
         compare(self.config.compare, a, b)
     }
 
-    /// Candidate `a`'s search measurement against candidate `b`'s.
+    /// Candidate `a`'s measurement against candidate `b`'s by the same harness version (`b`'s
+    /// re-measurement by it where its own result is another's); `None` unless both passed and
+    /// such a measurement of `b` exists.
     pub fn compare_candidates(&self, a: i64, b: i64) -> Option<Comparison> {
-        let result = |id: i64| self.candidate(id).and_then(|c| c.result.as_ref());
-        self.compare(result(a)?, result(b)?)
+        let ra = self.candidate(a)?.result.as_ref()?;
+        let rb = self.candidate(b)?.measured_by(ra.harness.as_deref())?;
+        self.compare(ra, rb)
+    }
+
+    /// What the planner and `ksearch show` say of candidate `a` against `b` (its parent): the
+    /// comparison, or, where both passed but only under different harness versions, that they
+    /// were not compared and why (a ratio of such times measures the harness and the host as
+    /// much as the kernels: gqa_paged_decode's session 17, bench/results/searches.md).
+    pub fn describe_against(&self, a: i64, b: i64) -> Option<String> {
+        let label = format!("candidate {b}");
+        if let Some(cmp) = self.compare_candidates(a, b) {
+            return Some(cmp.describe(&label));
+        }
+        let ra = self.candidate(a)?.result.as_ref().filter(|r| r.passed())?;
+        let rb = self.candidate(b)?.result.as_ref().filter(|r| r.passed())?;
+        let version = |r: &EvalSummary| r.harness.clone().unwrap_or_else(|| "unrecorded".into());
+        (ra.harness != rb.harness).then(|| {
+            format!(
+                "not compared with {label}: it was measured by harness {}, this by {} (times of \
+                 different harness versions are not compared)",
+                version(rb),
+                version(ra)
+            )
+        })
     }
 
     /// The passing candidates, fastest first by the run's rule: the best first, then the others
