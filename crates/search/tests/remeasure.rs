@@ -196,33 +196,31 @@ fn a_log_recorded_before_the_setting_never_asks_for_one() {
     assert_ne!(engine.best().map(|b| b.id), then.best().map(|b| b.id));
 }
 
-#[test]
-fn a_candidate_measured_by_another_harness_version_waits_for_the_best_to_be_measured_by_it() {
-    // The best was measured by harness 0.2.0, whose calls carried 30 us of the host's work; the
-    // run resumes with 0.3.0, which does not. The next candidate is the same speed, so only the
-    // harness change makes it read 1.3x faster. Even with re-measuring for noise turned off (a
-    // run recorded before that setting), the best is measured again by 0.3.0 first, and the
-    // candidate then does not displace it.
-    let old_best = "o1 TIMES=130,260 IQR=1,2 REF=1000,3000";
-    let new_best = "o1 TIMES=100,200 IQR=1,2 REF=1000,3000";
-    let same = "s2 TIMES=100,201 IQR=1,2 REF=1000,3000";
+/// The best, o1, measured by harness 0.2.0, whose calls carried 30 us of the host's work; then
+/// candidates s2 of the same speed measured by 0.3.0, which does not (o1 too, measured again).
+/// Re-measuring for noise is off (a run recorded before that setting).
+const OLD_BEST: &str = "o1 TIMES=130,260 IQR=1,2 REF=1000,3000";
+const NEW_BEST: &str = "o1 TIMES=100,200 IQR=1,2 REF=1000,3000";
+const SAME: &str = "s2 TIMES=100,201 IQR=1,2 REF=1000,3000";
+
+fn harness_change_run() -> (Engine, Vec<Event>) {
     let mut seen = 0;
-    let (engine, events) = drive_with(
+    drive_with(
         false,
         EngineConfig {
             remeasure: 0,
             ..config(3)
         },
         planner,
-        |_, k| code(if k == 1 { old_best } else { same }),
+        |_, k| code(if k == 1 { OLD_BEST } else { SAME }),
         move |s: &[Source]| {
             let text = s[0].content.trim();
-            let (times, version) = if text == old_best {
+            let (times, version) = if text == OLD_BEST {
                 seen += 1;
                 if seen == 1 {
-                    (old_best, "0.2.0")
+                    (OLD_BEST, "0.2.0")
                 } else {
-                    (new_best, "0.3.0")
+                    (NEW_BEST, "0.3.0")
                 }
             } else {
                 (text, "0.3.0")
@@ -233,7 +231,17 @@ fn a_candidate_measured_by_another_harness_version_waits_for_the_best_to_be_meas
             }
         },
         500,
-    );
+    )
+}
+
+#[test]
+fn a_candidate_measured_by_another_harness_version_waits_for_the_best_to_be_measured_by_it() {
+    // The best was measured by harness 0.2.0, whose calls carried 30 us of the host's work; the
+    // run resumes with 0.3.0, which does not. The next candidate is the same speed, so only the
+    // harness change makes it read 1.3x faster. Even with re-measuring for noise turned off (a
+    // run recorded before that setting), the best is measured again by 0.3.0 first, and the
+    // candidate then does not displace it.
+    let (engine, events) = harness_change_run();
     let o1 = id_of(&engine, "o1");
     assert_eq!(
         remeasure_requests(&events),
@@ -246,8 +254,8 @@ fn a_candidate_measured_by_another_harness_version_waits_for_the_best_to_be_meas
     assert_eq!(finished_best(&engine), Some(o1));
     // Without the rule (both measured by one version), the old times would have made the
     // candidate the best: the comparison it was spared.
-    let first = timed(old_best);
-    let challenger = timed(same);
+    let first = timed(OLD_BEST);
+    let challenger = timed(SAME);
     assert!(beats_by(CompareRule::Paired, &challenger, Some(&first)));
 }
 
@@ -257,37 +265,7 @@ fn candidates_measured_by_different_harness_versions_are_described_as_not_compar
     // Between s2's evaluation and o1's re-measurement by 0.3.0, what the planner reads of s2
     // against o1 must not be a ratio of the two versions' times (it would read 1.30x faster);
     // once o1 has a 0.3.0 measurement, the two are compared on it.
-    let old_best = "o1 TIMES=130,260 IQR=1,2 REF=1000,3000";
-    let new_best = "o1 TIMES=100,200 IQR=1,2 REF=1000,3000";
-    let same = "s2 TIMES=100,201 IQR=1,2 REF=1000,3000";
-    let mut seen = 0;
-    let (engine, events) = drive_with(
-        false,
-        EngineConfig {
-            remeasure: 0,
-            ..config(3)
-        },
-        planner,
-        |_, k| code(if k == 1 { old_best } else { same }),
-        move |s: &[Source]| {
-            let text = s[0].content.trim();
-            let (times, version) = if text == old_best {
-                seen += 1;
-                if seen == 1 {
-                    (old_best, "0.2.0")
-                } else {
-                    (new_best, "0.3.0")
-                }
-            } else {
-                (text, "0.3.0")
-            };
-            EvalSummary {
-                harness: Some(version.into()),
-                ..timed(times)
-            }
-        },
-        500,
-    );
+    let (engine, events) = harness_change_run();
     let (o1, s2) = (id_of(&engine, "o1"), id_of(&engine, "s2"));
     let mut replay = Engine::new();
     let mut before_remeasure = None;
