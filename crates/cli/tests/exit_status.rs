@@ -192,11 +192,12 @@ fn every_command_exits_0_1_or_2_by_cause() {
         let r = ksearch_in(w, &args, &env);
         if r.code != c.code {
             wrong.push(format!(
-                "{}: exit {} (expected {})\n  stderr: {}",
+                "{}: exit {} (expected {})\n  stdout: {}\n  stderr: {}",
                 c.what,
                 r.code,
                 c.code,
-                r.stderr.trim().lines().last().unwrap_or("")
+                r.stdout.trim(),
+                r.stderr.trim()
             ));
         }
     }
