@@ -70,8 +70,10 @@ reason_of() {
 }
 
 # Whether the files name a lack of memory: the GPU's (torch's OutOfMemoryError, the harness's
-# "needs N GiB for one copy ... more than the N GiB free of the device") or the host's.
-oom_re="MemoryError|out of memory|GiB free of the device|can't allocate memory"
+# "needs N GiB for one copy ... more than the N GiB free of the device", cuBLAS failing to create
+# its handle on a full device: CUBLAS_STATUS_ALLOC_FAILED, level1-33_BatchNorm beside 11 jobs)
+# or the host's.
+oom_re="MemoryError|out of memory|GiB free of the device|can't allocate memory|CUBLAS_STATUS_ALLOC_FAILED"
 out_of_memory() {
   grep -qE "$oom_re" "$@" 2>/dev/null
 }
@@ -191,6 +193,9 @@ else
   : >"$rows"
 fi
 if [ "${JOBS:-1}" -gt 1 ] 2>/dev/null; then
+  # N imports at once each start a thread per core for their CPU work (draws without a meta
+  # kernel): share the cores instead of oversubscribing them N times.
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( $(nproc) / JOBS > 0 ? $(nproc) / JOBS : 1 ))}
   # Problems at once (pass/fail is what is measured here, not time): each row is one line
   # appended to the rows file; the table is sorted afterwards. Each job gets device locks of its
   # own, so evaluations share the GPU instead of waiting for each other (their times, which

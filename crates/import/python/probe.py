@@ -71,7 +71,7 @@ def standin_engine():
 
 
 def torch_engine(device):
-    """Real PyTorch with every tensor on `device` ("meta" or "cpu"): explicit devices, generators
+    """Real PyTorch with every tensor on `device` ("meta", "cuda" or "cpu"): explicit devices, generators
     and .cuda() calls are neutralised, and factories record their origin."""
     import torch
     from torch.overrides import TorchFunctionMode
@@ -369,9 +369,14 @@ def run(req):
             pass
         else:
             if req["kind"] == "gpumode":
-                # Each call falls back to the CPU on its own (probe_gpumode.probe_call).
+                # Each call falls back on its own (probe_gpumode.probe_call): to the GPU when
+                # there is one (GPU MODE's own device: linalg-eigh's 4096x4096 draws and
+                # decompositions took 150 s and more on a CPU shared with 11 other imports),
+                # then to the CPU.
                 import probe_gpumode
-                return probe_gpumode.gpumode([torch_engine("meta"), torch_engine("cpu")], req)
+                import torch
+                devices = ["meta"] + (["cuda"] if torch.cuda.is_available() else []) + ["cpu"]
+                return probe_gpumode.gpumode([torch_engine(d) for d in devices], req)
             notes = []
             for device in ("meta", "cpu"):
                 engine = torch_engine(device)

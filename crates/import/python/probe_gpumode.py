@@ -4,8 +4,9 @@ seed, the input names and the tolerances from reference.py's source, and explain
 reference.py laid out otherwise.
 
 With PyTorch, each call runs on the meta device, and only the calls that cannot (an operation
-without a meta kernel, `.item()`) run on the CPU: generate_input there, then ref_kernel on meta
-copies of its value, then on the CPU values when that fails too. One call on the CPU no longer
+without a meta kernel, `.item()`) run on the GPU when there is one, else (or when that fails
+too) on the CPU: generate_input there, then ref_kernel on meta copies of its value, then on the
+real values when that fails too. One call on the CPU no longer
 sends every other test there (linalg-eigh's 4096x4096 and 640x512x512 inputs, bioml-trimul's
 3 GiB ones: past the suite's time limit and a 23 GB machine's memory).
 """
@@ -57,10 +58,12 @@ def gpumode(engines, req):
         record["measured"] = m
     if note:
         notes.append(note)
-    on_cpu = sum(1 for how in ran if how is not None)
     engine = engines[0].name
-    if on_cpu:
-        engine = f"torch {engines[0].torch.__version__} (meta; the CPU for {on_cpu} of {len(calls)} calls)"
+    elsewhere = [how[1] for how in ran if how is not None]
+    if elsewhere:
+        where = ", ".join(f"{_device_of(name)} for {elsewhere.count(name)}"
+                          for name in sorted(set(elsewhere)))
+        engine = f"torch {engines[0].torch.__version__} (meta; {where} of {len(calls)} calls)"
     return {"calls": calls, "input_names": names, "engine": engine, "notes": notes,
             "tolerance": tolerance(source, sys.modules.get("utils")),
             "seed_source": seed, "seed_dropped": dropped}
@@ -117,9 +120,15 @@ def fallback_notes(calls, ran):
     first_failed = done[0][1][0]
     only_input = sum(1 for _, how in done if how[2] != how[1])
     return [f"on the meta device {len(done)} of {len(calls)} calls failed (first: {first_failed.where}: "
-            f"{type(first_failed.error).__name__}: {str(first_failed.error)[:200]}); they ran on the CPU"
+            f"{type(first_failed.error).__name__}: {str(first_failed.error)[:200]}); they ran on "
+            + " and ".join(sorted({_device_of(how[1]) for _, how in done}))
             + (f" ({only_input} of them generate_input only, ref_kernel on meta copies of its value)"
                if only_input else "")]
+
+
+def _device_of(engine_name):
+    """"the GPU" or "the CPU" for an engine named "torch X (cuda)" or "torch X (cpu)"."""
+    return "the GPU" if engine_name.endswith("(cuda)") else "the CPU"
 
 
 def meta_copies(torch, value):

@@ -4,25 +4,30 @@
 // online softmax state: K/V fragments are loaded straight from global memory into registers
 // (double buffered: the next group's loads are in flight while the current one is computed).
 //   QK:  S[16 x 8 tok] = Q[16 (8 heads + 8 zero rows) x 128] * K^T   (2 n-tiles, 8 k-steps)
-//        the head dim is permuted identically for Q and K so each lane loads 16-byte pieces.
 //   PV:  O^T[128 dims x 8 heads] = V^T[dims x 16 tok] * P^T[16 tok x 8 heads]
-//        P^T's B fragment is exactly the QK accumulator layout; V^T's A fragment is assembled
-//        with byte permutes from 16-byte row pieces (dims permuted, undone on store).
 // Warps are merged through shared memory; a single-chunk sequence is finalised directly, otherwise
-// the partial (m, l, o) goes to a scratch buffer and the last block of the (sequence, kv head)
-// merges all chunks (one launch).
+// the partial (m, l, o) goes to a static __device__ scratch buffer and the last block of the
+// (sequence, kv head) merges all chunks and resets its arrival counter (self-cleaning).
+// Work mapping: linear block id w = blockIdx.x, kv head = w & 3, flat work id c = w >> 2 (the four
+// kv-head blocks of one (sequence, chunk) are adjacent in launch order and run together); c is mapped
+// to (sequence, chunk) by a device-side scan of ceil(n_b / C) over kv_indptr. The chunk length C is
+// sized on the host from the int64 axes only (no device read) so that the whole grid is about WAVES
+// waves: C = roundup16(max(MIN_CHUNK, ceil(N / max(1, 132 * BPSM * WAVES / 4 - batch)))), grid =
+// 4 * (ceil(N / C) + batch) (an upper bound on sum_b ceil(n_b / C); surplus blocks exit at once).
+// The ceil(n_b / C) chunks of one sequence are balanced: each gets roundup16(ceil(n_b / count)) tokens.
+// 4-warp blocks, two resident per SM (BPSM): a wave is 264 blocks, so b64 (256 blocks) is one wave.
+// Host path: exactly one kernel launch per call (per slice of SLICE_B sequences), no other CUDA call.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <math.h>
 
-#define WARPS 8
-#define BLOCKS_PER_SM 1  // ksearch: knob values=[1, 2]
-#define WAVES 2  // ksearch: knob values=[1, 2, 4]
-#define MIN_CHUNK 256  // ksearch: knob values=[128, 256, 512]
-#define SINGLE_CHUNK_MAX_N 1024  // ksearch: knob values=[0, 512, 1024, 2048]
+#define WARPS 4  // ksearch: knob values=[4, 8]
+#define BPSM (WARPS == 4 ? 2 : 1)  /* resident blocks per SM (launch bounds and one-wave sizing) */
+#define WAVES 1  // ksearch: knob values=[1, 2]
+#define MIN_CHUNK 256  // ksearch: knob values=[256, 512, 1024]
 #define P_SPLIT 1  // ksearch: knob values=[0, 1]
-#define USE_FUSED 1
+#define PAR_MERGE 0  // 1: batched single-pass last-block merge; 0: candidate 33's two-loop merge
 #define NUM_QO_HEADS 32
 #define NUM_KV_HEADS 4
 #define GROUP 8
@@ -32,7 +37,9 @@
 #define TPH (HEAD_DIM / ELEMS)              // merge: threads per head
 #define NUM_SMS 132
 #define MAX_SLOTS 2048
-#define MAX_COUNTERS 16384
+#define SLICE_B 1024                        // sequences per launch (only batches > 1024 need several)
+#define MAX_COUNTERS (SLICE_B * NUM_KV_HEADS)
+#define MERGE_BATCH 8                       // merge: partial chunks loaded per batch
 #define FULL 0xffffffffu
 
 static_assert(ELEMS % 4 == 0, "merge works on float4");
@@ -178,33 +185,44 @@ __device__ __forceinline__ void compute_group(const Frag &f, const uint4 (&qa)[4
     }
 }
 
-__global__ void __launch_bounds__(THREADS)
+// grid: x = flat chunk id * 4 + kv head (chunks of chunk_len tokens over the slice's sequences).
+__global__ void __launch_bounds__(THREADS, BPSM)
 gqa_split_kernel(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k_cache,
                  const __nv_bfloat16 *__restrict__ v_cache, const int32_t *__restrict__ kv_indptr,
                  const int32_t *__restrict__ kv_indices, float scale_log2,
-                 __nv_bfloat16 *__restrict__ output, float *__restrict__ lse, int batch, int chunk_len, int fused)
+                 __nv_bfloat16 *__restrict__ output, float *__restrict__ lse, int batch, int chunk_len)
 {
     __shared__ __align__(16) float s_o[WARPS][GROUP][HEAD_DIM];
     __shared__ float s_m[WARPS][GROUP];
     __shared__ float s_l[WARPS][GROUP];
-    __shared__ int s_info[4];
+    __shared__ int s_info[8];
 
     const int tid = threadIdx.x;
     const int lane = tid & 31;
     const int warp = tid >> 5;
     const int gkv = (int)(blockIdx.x & 3);   // the 4 kv-head blocks of a chunk are adjacent
-    const int cid = (int)(blockIdx.x >> 2);
 
-    // ---- map the flat chunk id to (sequence, chunk within the sequence) ----
+    const int cid = (int)(blockIdx.x >> 2);
+    // ---- map the flat chunk id to (sequence, chunk within the sequence): 128 sequences per pass ----
     if (warp == 0) {
-        int fb = -1, fc = 0, fn = 0;
+        if (lane == 0)
+            s_info[0] = -1;
+        __syncwarp();
         int basec = 0;
-        for (int b0 = 0; b0 < batch; b0 += 32) {
-            const int bq = b0 + lane;
-            int cnt = 0;
-            if (bq < batch)
-                cnt = num_chunks_of(kv_indptr[bq + 1] - kv_indptr[bq], chunk_len);
-            int inc = cnt;
+        for (int b0 = 0; b0 < batch; b0 += 128) {
+            const int bl = b0 + 4 * lane;
+            int ip[5];
+#pragma unroll
+            for (int i = 0; i < 5; i++)
+                ip[i] = (bl + i <= batch) ? __ldg(kv_indptr + bl + i) : 0;
+            int cnt[4];
+            int sum = 0;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                cnt[i] = (bl + i < batch) ? num_chunks_of(ip[i + 1] - ip[i], chunk_len) : 0;
+                sum += cnt[i];
+            }
+            int inc = sum;
 #pragma unroll
             for (int o = 1; o < 32; o <<= 1) {
                 const int v = __shfl_up_sync(FULL, inc, o);
@@ -212,21 +230,25 @@ gqa_split_kernel(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
                     inc += v;
             }
             const int total = __shfl_sync(FULL, inc, 31);
-            if (cid < basec + total) {
-                const unsigned msk = __ballot_sync(FULL, basec + inc > cid);
-                const int src = __ffs(msk) - 1;
-                const int excl = __shfl_sync(FULL, inc - cnt, src);
-                fn = __shfl_sync(FULL, cnt, src);
-                fb = b0 + src;
-                fc = cid - basec - excl;
+            if (cid < basec + total) {  // warp-uniform
+                const int excl = basec + inc - sum;
+                if (cid >= excl && cid < excl + sum) {  // exactly one lane owns it
+                    int run = excl;
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        if (cid >= run && cid < run + cnt[i]) {
+                            s_info[0] = bl + i;
+                            s_info[1] = cid - run;
+                            s_info[2] = cnt[i];
+                            s_info[3] = ip[i];
+                            s_info[4] = ip[i + 1];
+                        }
+                        run += cnt[i];
+                    }
+                }
                 break;
             }
             basec += total;
-        }
-        if (lane == 0) {
-            s_info[0] = fb;
-            s_info[1] = fc;
-            s_info[2] = fn;
         }
     }
     __syncthreads();
@@ -235,10 +257,18 @@ gqa_split_kernel(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
         return;
     const int c = s_info[1];
     const int nchunks = s_info[2];
-    const int seq_start = kv_indptr[b];
-    const int seq_end = kv_indptr[b + 1];
-    const int cstart = seq_start + c * chunk_len;
-    const int cend = min(seq_end, cstart + chunk_len);
+    const int seq_start = s_info[3];
+    const int seq_end = s_info[4];
+    // balanced split: the ceil(n_b / C) chunks of a sequence get equal lengths (rounded up to 16 tokens)
+    // instead of (C, C, ..., short tail), so the longest block of the wave is as short as possible.
+    // The chunk count (and so the merge's arrival count and the grid bound) is unchanged; a chunk
+    // that starts past the end (possible only for very long sequences) is empty and merges with weight 0.
+    const int seq_len = seq_end - seq_start;
+    const int chunk_b = (nchunks > 1) ? ((((seq_len + nchunks - 1) / nchunks) + 15) & ~15) : chunk_len;
+    const int slot_first = cid - c;
+    const int slot_id = cid;
+    const int cstart = seq_start + c * chunk_b;
+    const int cend = min(seq_end, cstart + chunk_b);
     const int ngroups = (cend - cstart + 15) >> 4;
 
     const int g = lane >> 2;
@@ -347,7 +377,7 @@ gqa_split_kernel(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
     }
 
     const size_t orow = ((size_t)b * NUM_QO_HEADS + qh0 + h);
-    if (nchunks == 1) {
+    if (nchunks == 1) {  // single-chunk sequence (or empty one): final values, no scratch, no atomics
         const float inv = (L > 0.0f) ? 1.0f / L : 0.0f;
 #pragma unroll
         for (int e4 = 0; e4 < ELEMS / 4; e4++) {
@@ -361,31 +391,80 @@ gqa_split_kernel(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
         return;
     }
 
-    const size_t slot = (size_t)cid * NUM_QO_HEADS + qh0 + h;
+    const size_t slot = (size_t)slot_id * NUM_QO_HEADS + qh0 + h;
 #pragma unroll
     for (int e4 = 0; e4 < ELEMS / 4; e4++)
         g_part_o[slot * (HEAD_DIM / 4) + d0 / 4 + e4] =
             make_float4(o[4 * e4 + 0], o[4 * e4 + 1], o[4 * e4 + 2], o[4 * e4 + 3]);
     if (d0 == 0)
         g_part_ml[slot] = make_float2(M, L);
-    if (!fused)
-        return;
 
     // ---- the last chunk of this (sequence, kv head) to finish merges all of them ----
     __threadfence();
     __syncthreads();
     if (tid == 0) {
         const int old = atomicAdd(&g_counter[b * NUM_KV_HEADS + gkv], 1);
-        s_info[3] = (old == nchunks - 1) ? 1 : 0;
+        s_info[5] = (old == nchunks - 1) ? 1 : 0;
     }
     __syncthreads();
-    if (s_info[3] == 0)
+    if (s_info[5] == 0)
         return;
     __threadfence();
-    const int first = cid - c;
+#if PAR_MERGE
+    // batched online merge: MERGE_BATCH chunks' (m, l) and o pieces are loaded at once (independent loads),
+    // then folded in with one rescale per batch. Every partial chunk is non-empty, so its m is finite.
+    float M2 = -INFINITY;
+    float L2 = 0.0f;
+    float o2[ELEMS];
+#pragma unroll
+    for (int e = 0; e < ELEMS; e++)
+        o2[e] = 0.0f;
+    for (int c0 = 0; c0 < nchunks; c0 += MERGE_BATCH) {
+        float2 ml[MERGE_BATCH];
+        float4 xv[MERGE_BATCH][ELEMS / 4];
+#pragma unroll
+        for (int j = 0; j < MERGE_BATCH; j++) {
+            const int ci = c0 + j;
+            if (ci < nchunks) {
+                const size_t sl = (size_t)(slot_first + ci) * NUM_QO_HEADS + qh0 + h;
+                ml[j] = __ldcg(&g_part_ml[sl]);
+#pragma unroll
+                for (int e4 = 0; e4 < ELEMS / 4; e4++)
+                    xv[j][e4] = __ldcg(&g_part_o[sl * (HEAD_DIM / 4) + d0 / 4 + e4]);
+            } else {
+                ml[j] = make_float2(-INFINITY, 0.0f);
+#pragma unroll
+                for (int e4 = 0; e4 < ELEMS / 4; e4++)
+                    xv[j][e4] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+        }
+        float mb = M2;
+#pragma unroll
+        for (int j = 0; j < MERGE_BATCH; j++)
+            mb = fmaxf(mb, ml[j].x);
+        const float a = exp2f(M2 - mb);  // mb finite (chunk c0 exists); M2 = -inf on the first batch -> 0
+        L2 *= a;
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++)
+            o2[e] *= a;
+#pragma unroll
+        for (int j = 0; j < MERGE_BATCH; j++) {
+            const float f = exp2f(ml[j].x - mb);  // padding entries: exp2(-inf) = 0
+            L2 = fmaf(ml[j].y, f, L2);
+#pragma unroll
+            for (int e4 = 0; e4 < ELEMS / 4; e4++) {
+                o2[4 * e4 + 0] = fmaf(f, xv[j][e4].x, o2[4 * e4 + 0]);
+                o2[4 * e4 + 1] = fmaf(f, xv[j][e4].y, o2[4 * e4 + 1]);
+                o2[4 * e4 + 2] = fmaf(f, xv[j][e4].z, o2[4 * e4 + 2]);
+                o2[4 * e4 + 3] = fmaf(f, xv[j][e4].w, o2[4 * e4 + 3]);
+            }
+        }
+        M2 = mb;
+    }
+#else
     float M2 = -INFINITY;
     for (int ci = 0; ci < nchunks; ci++)
-        M2 = fmaxf(M2, __ldcg(&g_part_ml[(size_t)(first + ci) * NUM_QO_HEADS + qh0 + h]).x);
+        M2 = fmaxf(M2, __ldcg(&g_part_ml[(size_t)(slot_first + ci) * NUM_QO_HEADS + qh0 + h]).x);
     float L2 = 0.0f;
     float o2[ELEMS];
 #pragma unroll
@@ -393,7 +472,7 @@ gqa_split_kernel(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
         o2[e] = 0.0f;
 #pragma unroll 4
     for (int ci = 0; ci < nchunks; ci++) {
-        const size_t sl = (size_t)(first + ci) * NUM_QO_HEADS + qh0 + h;
+        const size_t sl = (size_t)(slot_first + ci) * NUM_QO_HEADS + qh0 + h;
         const float2 ml = __ldcg(&g_part_ml[sl]);
         const float f = (ml.x == -INFINITY) ? 0.0f : exp2f(ml.x - M2);
         L2 = fmaf(ml.y, f, L2);
@@ -406,6 +485,7 @@ gqa_split_kernel(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
             o2[4 * e4 + 3] = fmaf(f, x.w, o2[4 * e4 + 3]);
         }
     }
+#endif
     const float inv2 = (L2 > 0.0f) ? 1.0f / L2 : 0.0f;
 #pragma unroll
     for (int e4 = 0; e4 < ELEMS / 4; e4++) {
@@ -420,61 +500,6 @@ gqa_split_kernel(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
         g_counter[b * NUM_KV_HEADS + gkv] = 0;  // ready for the next call
 }
 
-// Fallback merge (only when there are too many sequences for the counters): one warp per
-// (sequence, query head) of a multi-chunk sequence; lane owns 4 dims.
-__global__ void __launch_bounds__(128)
-gqa_combine_kernel(const int32_t *__restrict__ kv_indptr, __nv_bfloat16 *__restrict__ output,
-                   float *__restrict__ lse, int chunk_len)
-{
-    const int b = blockIdx.x;
-    const int lane = threadIdx.x & 31;
-    const int warp = threadIdx.x >> 5;
-    const int h = blockIdx.y * 4 + warp;
-    const int nck = num_chunks_of(kv_indptr[b + 1] - kv_indptr[b], chunk_len);
-    if (nck <= 1)
-        return;  // finalised by the split kernel
-    int pre = 0;
-    for (int bb = lane; bb < b; bb += 32)
-        pre += num_chunks_of(kv_indptr[bb + 1] - kv_indptr[bb], chunk_len);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        pre += __shfl_xor_sync(FULL, pre, o);
-
-    float M = -INFINITY;
-    for (int ci = lane; ci < nck; ci += 32)
-        M = fmaxf(M, g_part_ml[(size_t)(pre + ci) * NUM_QO_HEADS + h].x);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        M = fmaxf(M, __shfl_xor_sync(FULL, M, o));
-    float L = 0.0f;
-    for (int ci = lane; ci < nck; ci += 32) {
-        const float2 ml = g_part_ml[(size_t)(pre + ci) * NUM_QO_HEADS + h];
-        L += ml.y * exp2f(ml.x - M);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        L += __shfl_xor_sync(FULL, L, o);
-
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 8
-    for (int ci = 0; ci < nck; ci++) {
-        const size_t slot = (size_t)(pre + ci) * NUM_QO_HEADS + h;
-        const float w = exp2f(g_part_ml[slot].x - M);
-        const float4 x = g_part_o[slot * 32 + lane];
-        acc.x = fmaf(w, x.x, acc.x);
-        acc.y = fmaf(w, x.y, acc.y);
-        acc.z = fmaf(w, x.z, acc.z);
-        acc.w = fmaf(w, x.w, acc.w);
-    }
-    const float inv = 1.0f / L;
-    uint2 o;
-    o.x = pack_bf16(acc.x * inv, acc.y * inv);
-    o.y = pack_bf16(acc.z * inv, acc.w * inv);
-    *reinterpret_cast<uint2 *>(output + ((size_t)b * NUM_QO_HEADS + h) * HEAD_DIM + 4 * lane) = o;
-    if (lane == 0)
-        lse[(size_t)b * NUM_QO_HEADS + h] = M + log2f(L);
-}
-
 extern "C" void gqa_paged_decode(const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache,
                                  const __nv_bfloat16 *v_cache, const int32_t *kv_indptr,
                                  const int32_t *kv_indices, float sm_scale, __nv_bfloat16 *output,
@@ -486,27 +511,30 @@ extern "C" void gqa_paged_decode(const __nv_bfloat16 *q, const __nv_bfloat16 *k_
     if (batch_size <= 0)
         return;
     const float scale_log2 = sm_scale * 1.4426950408889634f;
-    const long long N = num_kv_indices;
-    const long long align = 16LL * WARPS;
-    long long chunk;
-    if (N <= SINGLE_CHUNK_MAX_N) {
-        chunk = N > 0 ? ((N + align - 1) / align) * align : align;
-    } else {
-        const long long target = (long long)NUM_SMS * BLOCKS_PER_SM * WAVES;
-        chunk = (N * NUM_KV_HEADS + target - 1) / target;
-        chunk = ((chunk + align - 1) / align) * align;
-        if (chunk < MIN_CHUNK)
-            chunk = MIN_CHUNK;
-    }
-    while (N / chunk + batch_size > MAX_SLOTS && chunk < N)
-        chunk *= 2;
-    const long long slots = N / chunk + batch_size;
-    const int fused = (USE_FUSED && batch_size * NUM_KV_HEADS <= MAX_COUNTERS) ? 1 : 0;
-    gqa_split_kernel<<<(unsigned)(slots * NUM_KV_HEADS), THREADS>>>(q, k_cache, v_cache, kv_indptr, kv_indices,
-                                                                    scale_log2, output, lse, (int)batch_size,
-                                                                    (int)chunk, fused);
-    if (chunk < N && !fused) {
-        const dim3 grid2((unsigned)batch_size, NUM_QO_HEADS / 4);
-        gqa_combine_kernel<<<grid2, 128>>>(kv_indptr, output, lse, (int)chunk);
+    const long long N = num_kv_indices > 0 ? (long long)num_kv_indices : 0;
+    // chunk length from the axes only: about WAVES waves of blocks, at least MIN_CHUNK tokens, multiple of 16
+    long long denom = ((long long)NUM_SMS * BPSM * WAVES) / NUM_KV_HEADS - (long long)batch_size;
+    if (denom < 1)
+        denom = 1;
+    long long chunk = (N + denom - 1) / denom;
+    if (chunk < MIN_CHUNK)
+        chunk = MIN_CHUNK;
+    chunk = ((chunk + 15) / 16) * 16;
+    if (chunk < 16)
+        chunk = 16;
+    // one launch per slice of at most SLICE_B sequences (a single launch for every batch <= 1024);
+    // launches on the default stream run in order, so the static scratch and counters are reused safely
+    for (long long b0 = 0; b0 < batch_size; b0 += SLICE_B) {
+        const long long nb = (batch_size - b0 < SLICE_B) ? (batch_size - b0) : SLICE_B;
+        const __nv_bfloat16 *qs = q + (size_t)b0 * NUM_QO_HEADS * HEAD_DIM;
+        __nv_bfloat16 *os = output + (size_t)b0 * NUM_QO_HEADS * HEAD_DIM;
+        float *ls = lse + (size_t)b0 * NUM_QO_HEADS;
+        const int32_t *ips = kv_indptr + b0;
+        long long ch = chunk;
+        while ((N + ch - 1) / ch + nb > MAX_SLOTS && ch < N)
+            ch *= 2;
+        const long long slots = (N + ch - 1) / ch + nb;  // >= sum over the slice of ceil(n_b / ch) (1 if empty)
+        gqa_split_kernel<<<(unsigned)(slots * NUM_KV_HEADS), THREADS>>>(qs, k_cache, v_cache, ips, kv_indices,
+                                                                        scale_log2, os, ls, (int)nb, (int)ch);
     }
 }
