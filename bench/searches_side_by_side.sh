@@ -4,8 +4,8 @@
 # `baseline:NAME` (a [[baselines]] entry of the task) or `run:RUN_DIR:ID` (candidate ID of a run,
 # or `best`: the engine's best as the store holds it when this line is reached, so a spec written
 # before the call's evaluations names their outcome; the source is written out of the store by
-# bench/candidate_files.py into OUTDIR/kernels/LABEL and the label gets the candidate's id). Each is evaluated with `ksearch eval
-# TASK_DIR ... --json --seed SEED` (the same input seed for all, so every row sees the same
+# bench/candidate_files.py into OUTDIR/kernels/LABEL and the label gets the candidate's id).
+# Each is evaluated with `ksearch eval TASK_DIR ... --json --seed SEED` (the same input seed for all, so every row sees the same
 # workloads and draws), one after the other on the one GPU; prints per task a table of
 # per-workload medians in us (with each callee's gate state: `gated` times exclude the host's
 # launch path) and writes OUTDIR/side_by_side.json plus every raw record.

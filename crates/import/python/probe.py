@@ -38,6 +38,7 @@ class Engine:
     def __init__(self, name, torch, missing_type=None):
         self.name, self.torch, self.missing_type = name, torch, missing_type
         self.origins = {}  # id(tensor) -> (tensor, origin) for real torch
+        self.where = None  # where real torch's tensors live, in words ("the GPU", "the CPU")
 
     def is_tensor(self, x):
         return isinstance(x, self.torch.Tensor)
@@ -71,12 +72,13 @@ def standin_engine():
 
 
 def torch_engine(device):
-    """Real PyTorch with every tensor on `device` ("meta", "cuda" or "cpu"): explicit devices, generators
-    and .cuda() calls are neutralised, and factories record their origin."""
+    """Real PyTorch with every tensor on `device` ("meta", "cuda" or "cpu"): explicit devices,
+    generators and .cuda() calls are neutralised, and factories record their origin."""
     import torch
     from torch.overrides import TorchFunctionMode
 
     engine = Engine(f"torch {torch.__version__} ({device})", torch)
+    engine.where = {"cuda": "the GPU", "cpu": "the CPU"}.get(device, f"the {device} device")
     factories = {torch.randn: "randn", torch.rand: "rand", torch.randint: "randint",
                  torch.zeros: "zeros", torch.ones: "ones", torch.empty: "empty",
                  torch.full: "full", torch.tensor: "tensor", torch.arange: "arange",
@@ -364,7 +366,7 @@ class Raised(Exception):
 def run(req):
     if req.get("engine") != "standin":
         try:
-            import torch  # noqa: F401
+            import torch
         except ImportError:
             pass
         else:
@@ -374,7 +376,6 @@ def run(req):
                 # decompositions took 150 s and more on a CPU shared with 11 other imports),
                 # then to the CPU.
                 import probe_gpumode
-                import torch
                 devices = ["meta"] + (["cuda"] if torch.cuda.is_available() else []) + ["cpu"]
                 return probe_gpumode.gpumode([torch_engine(d) for d in devices], req)
             notes = []

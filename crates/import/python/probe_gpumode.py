@@ -6,8 +6,8 @@ reference.py laid out otherwise.
 With PyTorch, each call runs on the meta device, and only the calls that cannot (an operation
 without a meta kernel, `.item()`) run on the GPU when there is one, else (or when that fails
 too) on the CPU: generate_input there, then ref_kernel on meta copies of its value, then on the
-real values when that fails too. One call on the CPU no longer
-sends every other test there (linalg-eigh's 4096x4096 and 640x512x512 inputs, bioml-trimul's
+real values when that fails too. One call off the meta device no longer sends every other test
+there (linalg-eigh's 4096x4096 and 640x512x512 inputs, bioml-trimul's
 3 GiB ones: past the suite's time limit and a 23 GB machine's memory).
 """
 
@@ -59,10 +59,9 @@ def gpumode(engines, req):
     if note:
         notes.append(note)
     engine = engines[0].name
-    elsewhere = [how[1] for how in ran if how is not None]
+    elsewhere = [how[1].where for how in ran if how is not None]
     if elsewhere:
-        where = ", ".join(f"{_device_of(name)} for {elsewhere.count(name)}"
-                          for name in sorted(set(elsewhere)))
+        where = ", ".join(f"{w} for {elsewhere.count(w)}" for w in sorted(set(elsewhere)))
         engine = f"torch {engines[0].torch.__version__} (meta; {where} of {len(calls)} calls)"
     return {"calls": calls, "input_names": names, "engine": engine, "notes": notes,
             "tolerance": tolerance(source, sys.modules.get("utils")),
@@ -70,10 +69,10 @@ def gpumode(engines, req):
 
 
 def probe_call(engines, generate_input, ref_kernel, args, names):
-    """(the call's record, None when it ran on the first engine, else (what failed there, where
-    each step ran)). generate_input runs on each engine in turn until it succeeds; ref_kernel
-    then runs on the first engine's copies of its value when it came from a later one, then on
-    the value itself, then on the next engine's."""
+    """(the call's record, None when it ran on the first engine, else (what failed there, the
+    engines generate_input and ref_kernel ran on)). generate_input runs on each engine in turn
+    until it succeeds; ref_kernel then runs on the first engine's copies of its value when it
+    came from a later one, then on the value itself, then on the next engine's."""
     where = f"generate_input(**{json.dumps(args)})"
     given = {k: as_tuples(v) for k, v in args.items()}
     first, failed, ref_failed_first = engines[0], None, False
@@ -108,7 +107,7 @@ def probe_call(engines, generate_input, ref_kernel, args, names):
                 e.origins.clear()  # the CPU engine's record of a call's tensors holds them alive
             if k == 0:
                 return record, None
-            return record, (failed, engine.name, runner.name)
+            return record, (failed, engine, runner)
         del data
     raise AssertionError("unreachable: the last engine raises")
 
@@ -118,17 +117,12 @@ def fallback_notes(calls, ran):
     if not done:
         return []
     first_failed = done[0][1][0]
-    only_input = sum(1 for _, how in done if how[2] != how[1])
+    only_input = sum(1 for _, how in done if how[2] is not how[1])
     return [f"on the meta device {len(done)} of {len(calls)} calls failed (first: {first_failed.where}: "
             f"{type(first_failed.error).__name__}: {str(first_failed.error)[:200]}); they ran on "
-            + " and ".join(sorted({_device_of(how[1]) for _, how in done}))
+            + " and ".join(sorted({how[1].where for _, how in done}))
             + (f" ({only_input} of them generate_input only, ref_kernel on meta copies of its value)"
                if only_input else "")]
-
-
-def _device_of(engine_name):
-    """"the GPU" or "the CPU" for an engine named "torch X (cuda)" or "torch X (cpu)"."""
-    return "the GPU" if engine_name.endswith("(cuda)") else "the CPU"
 
 
 def meta_copies(torch, value):
