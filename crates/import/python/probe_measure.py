@@ -4,6 +4,7 @@ random numbers; and a GPU MODE reference run for real on generate_input's own va
 (gpumode)."""
 
 import json
+import os
 
 
 def dropout_modules(torch, instance):
@@ -153,7 +154,7 @@ def gpumode(cpu_engine, generate_input, ref_kernel, req, given, records):
         return out, None
     device = "cuda" if torch.cuda.is_available() else "cpu"
     limit = req.get("measure_bytes", (1 << 30) if device == "cuda" else (64 << 20))
-    seen, skipped, failed = set(), 0, None
+    seen, skipped, failed, saved_bytes = set(), 0, None, 0
     for i, record in enumerate(records):
         key = json.dumps(record, sort_keys=True)
         if key in seen:
@@ -163,9 +164,17 @@ def gpumode(cpu_engine, generate_input, ref_kernel, req, given, records):
         if size > limit:
             skipped += 1
             continue
+        save = None
+        if req.get("save_dir"):
+            computed = [j for j, d in enumerate(record["inputs"])
+                        if d["kind"] == "tensor" and d.get("origin") is None]
+            if computed:
+                save = (os.path.join(req["save_dir"], f"call{i}.safetensors"), computed,
+                        req.get("save_bytes", 1 << 30) - saved_bytes)
         try:
             out[i] = _gpumode_call(torch, cpu_engine.context if device == "cpu" else None,
-                                   generate_input, ref_kernel, given[i])
+                                   generate_input, ref_kernel, given[i], save)
+            saved_bytes += (out[i].get("saved") or {}).get("bytes", 0)
         except Exception as e:  # noqa: BLE001 - the measurements are advice; the shapes are known
             failed = failed or f"{type(e).__name__}: {str(e)[:200]}"
         finally:
@@ -183,16 +192,73 @@ def gpumode(cpu_engine, generate_input, ref_kernel, req, given, records):
                  "value above atol)")
 
 
-def _gpumode_call(torch, context, generate_input, ref_kernel, given):
+def _gpumode_call(torch, context, generate_input, ref_kernel, given, save):
+    """`save`: None, or (file, indices of the inputs to write there, bytes left to write): the
+    tensors generate_input computes (no torch factory made them, so ksearch cannot draw them),
+    written before ref_kernel runs (it may change them) so the task can give each workload the
+    problem's own values."""
     import contextlib
     with (context() if context else contextlib.nullcontext()), torch.no_grad():
         data = generate_input(**given)
+        saved = _save(torch, data, *save) if save else None
         largest = _largest_each(torch, ref_kernel(data))
         redrawn = None
         if any(m == 0.0 for m in largest):
             torch.manual_seed(20261203)
             redrawn = _largest_each(torch, ref_kernel(_redrawn(torch, data)))
-    return {"largest": largest, "redrawn": redrawn}
+    return {"largest": largest, "redrawn": redrawn, "saved": saved}
+
+
+# torch dtype name -> safetensors code, for the dtypes ksearch's harness reads back.
+_SAFETENSORS = {"float64": "F64", "float32": "F32", "float16": "F16", "int64": "I64",
+                "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL"}
+
+
+def _leaves(torch, value):
+    """The tensors and numbers of generate_input's value in the order the probe names its
+    inputs (depth first, dicts in their order), as probe_gpumode.flatten walks it."""
+    if isinstance(value, torch.Tensor) or isinstance(value, (bool, int, float)):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [leaf for v in value for leaf in _leaves(torch, v)]
+    if isinstance(value, dict):
+        return [leaf for v in value.values() for leaf in _leaves(torch, v)]
+    return []
+
+
+def _save(torch, data, path, indices, budget):
+    """Writes the leaves `indices` of `data` to the safetensors file `path` (keys `input_J`);
+    {"file", "inputs": the indices written, "bytes", "skipped": why some were not}, or None
+    when none was written."""
+    leaves = _leaves(torch, data)
+    header, blobs, offset, written, skipped = {}, [], 0, [], []
+    for j in indices:
+        t = leaves[j] if j < len(leaves) else None
+        if not isinstance(t, torch.Tensor):
+            continue
+        code = _SAFETENSORS.get(str(t.dtype).replace("torch.", ""))
+        if code is None:
+            skipped.append(f"input {j} is {t.dtype}, which ksearch's safetensors reader does not take")
+            continue
+        raw = t.detach().contiguous().cpu().view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        if offset + len(raw) > budget:
+            skipped.append(f"input {j} would pass the {budget >> 20} MiB left for saved inputs")
+            continue
+        header[f"input_{j}"] = {"dtype": code, "shape": [int(s) for s in t.shape],
+                                "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+        written.append(j)
+    if not written:
+        return {"file": None, "inputs": [], "bytes": 0, "skipped": skipped}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for raw in blobs:
+            f.write(raw)
+    return {"file": os.path.basename(path), "inputs": written, "bytes": offset, "skipped": skipped}
 
 
 def _largest_each(torch, result):

@@ -12,6 +12,9 @@ pub(crate) struct Folder {
     pub task_toml: String,
     /// Other files (seed, baselines): path relative to the folder, contents.
     pub files: Vec<(String, String)>,
+    /// Binary files copied in (inputs given by the workloads): path relative to the folder,
+    /// the file to copy.
+    pub blobs: Vec<(String, std::path::PathBuf)>,
 }
 
 impl Folder {
@@ -57,6 +60,13 @@ impl Folder {
                 text.push('\n');
             }
             std::fs::write(&path, text).map_err(|e| ImportError::io(&path, e))?;
+        }
+        for (rel, from) in &self.blobs {
+            let path = out.join(rel);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| ImportError::io(parent, e))?;
+            }
+            std::fs::copy(from, &path).map_err(|e| ImportError::io(&path, e))?;
         }
         Ok(Task::load_folder(out)?)
     }

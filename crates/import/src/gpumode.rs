@@ -8,6 +8,7 @@ use crate::emit::{self, Folder};
 use crate::error::ImportError;
 use crate::gpumode_calls::{self, Call};
 use crate::gpumode_files::{prelude, resolve_files, seed_entry, stub, MODULES};
+use crate::gpumode_given;
 use crate::gpumode_toml::{atol_for, task_toml, tolerance};
 use crate::probe::{self, GpuModeProbe, Value};
 use crate::{Imported, Options};
@@ -28,6 +29,11 @@ struct TaskYml {
     tests: Vec<serde_json::Map<String, serde_json::Value>>,
     #[serde(default)]
     benchmarks: Vec<serde_json::Map<String, serde_json::Value>>,
+    /// Seconds GPU MODE gives a submission's tests and its benchmarks.
+    #[serde(default)]
+    test_timeout: Option<f64>,
+    #[serde(default)]
+    benchmark_timeout: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -102,11 +108,14 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
             }
         }
     }
+    // generate_input's own values of the inputs it computes are written here (gpumode_given).
+    let scratch = tempfile::tempdir().map_err(|e| ImportError::io(&std::env::temp_dir(), e))?;
     let request = serde_json::json!({
         "kind": "gpumode",
         "file": absolute(&reference_path)?.display().to_string(),
         "modules": modules,
         "calls": calls.iter().map(|(_, a)| serde_json::Value::Object(a.clone())).collect::<Vec<_>>(),
+        "save_dir": scratch.path().display().to_string(),
     });
     let mut found: GpuModeProbe = probe::run(&reference_path, request, opts)?;
     let unsupported = |message: String| ImportError::Unsupported {
@@ -244,11 +253,12 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         });
     }
     let left_out: Vec<String> = zeros.dropped.iter().map(|(_, why)| why.clone()).collect();
-    let workloads: Vec<serde_json::Value> = workloads
+    let mut workloads: Vec<(usize, serde_json::Value)> = workloads
         .into_iter()
         .filter(|(w, _)| !zeros.dropped.iter().any(|(d, _)| d == w))
-        .map(|(_, v)| v)
         .collect();
+    let given = gpumode_given::give(&found, &inputs, &mut chosen, &mut workloads, scratch.path());
+    let workloads: Vec<serde_json::Value> = workloads.into_iter().map(|(_, v)| v).collect();
 
     let folder_name = folder
         .canonicalize()
@@ -359,13 +369,17 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         }
     }
     checks_list.extend(chosen.iter().filter_map(|(_, d)| d.note.clone()));
+    checks_list.extend(given.notes.iter().cloned());
     let (tolerance_toml, tolerance_note) = tolerance(&found, &output_dtypes);
     checks_list.push(tolerance_note);
-    checks_list.push(
-        "generate_input's seed argument is not used: ksearch draws its own inputs per trial and timing call; the \
-         reference runs ref_kernel on CPU tensors (GPU MODE runs it on the GPU)"
-            .into(),
-    );
+    checks_list.push(format!(
+        "generate_input's seed argument is not used: ksearch draws its own inputs per trial and timing call{}",
+        if given.blobs.is_empty() {
+            ""
+        } else {
+            " (but for the computed inputs the workloads give)"
+        }
+    ));
     if first.rebuild.is_some() {
         checks_list.push(format!(
             "generate_input returns dicts, nested tuples or lists: custom_kernel(data) gets them flattened, data = \
@@ -379,16 +393,37 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         ));
     }
     checks_list.push(
-        "not carried over: the timeouts, ranking (ranking_by), templates and eval.py of task.yml; every test and \
+        "not carried over: the ranking (ranking_by), templates and eval.py of task.yml; every test and \
          benchmark is a workload, timed alike"
             .into(),
     );
     let calling = if bare { "returns" } else { "tuple" };
+    // GPU MODE runs a submission's tests and its benchmarks under a limit each; one ksearch
+    // evaluation does both, so it gets their sum (never less than ksearch's default).
+    let timeout = match (yml.test_timeout, yml.benchmark_timeout) {
+        (None, None) => String::new(),
+        (t, b) => {
+            let sum = t.unwrap_or(0.0) + b.unwrap_or(0.0);
+            let secs = sum.max(ksearch_spec::EvaluationConfig::default().timeout_s);
+            checks_list.push(format!(
+                "the evaluation's time limit is {secs:.0} s: task.yml's test_timeout plus benchmark_timeout"
+            ));
+            format!(
+                "{}timeout_s = {}\n",
+                emit::comment(&format!(
+                    "task.yml's test_timeout ({}) plus benchmark_timeout ({}): GPU MODE's limits for a submission.",
+                    t.map_or("none".into(), |v| format!("{v} s")),
+                    b.map_or("none".into(), |v| format!("{v} s"))
+                )),
+                emit::toml_float(secs)
+            )
+        }
+    };
     let task_toml = task_toml(
         &folder_name,
         &found.engine,
         &chosen,
-        &tolerance_toml,
+        &format!("{timeout}{tolerance_toml}"),
         calling,
         &writable,
         kept.note
@@ -410,6 +445,7 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
                     .map(|(name, source)| (format!("{MODULES}/{name}.py"), source.clone())),
             )
             .collect(),
+        blobs: given.blobs.clone(),
     };
     let task = folder_out.write(&opts.out, opts.force)?;
     let written = vec![

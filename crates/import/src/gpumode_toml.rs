@@ -67,7 +67,7 @@ pub(crate) fn task_toml(
     folder: &str,
     engine: &str,
     chosen: &[(String, Draw)],
-    tolerance: &str,
+    evaluation_rest: &str,
     calling: &str,
     writable: &[String],
     left_out: &[&str],
@@ -82,7 +82,8 @@ pub(crate) fn task_toml(
         t.push_str(&emit::comment(&format!("Tests and benchmarks left out: {why}.")));
     }
     t.push_str("\n[evaluation]\ntrials = 3\n");
-    t.push_str(tolerance);
+    // The rest of [evaluation] (its time limit), then the [tolerance.DTYPE] tables.
+    t.push_str(evaluation_rest);
     t.push_str(&crate::inputs_toml(chosen));
     t.push_str("\n[kernel]\nlanguage = \"python\"\nentry = \"custom_kernel\"\n");
     t.push_str(&emit::comment(if calling == "tuple" {

@@ -186,6 +186,7 @@ pub fn import_kernelbench(file: &Path, opts: &Options) -> Result<Imported, Impor
             ("seed.py".into(), seed),
             ("baselines/pytorch.py".into(), source.clone()),
         ],
+        blobs: Vec::new(),
     };
     let task = folder.write(&opts.out, opts.force)?;
 

@@ -26,6 +26,7 @@ mod error;
 mod gpumode;
 mod gpumode_calls;
 mod gpumode_files;
+mod gpumode_given;
 mod gpumode_toml;
 mod kernelbench;
 mod probe;

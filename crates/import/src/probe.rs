@@ -105,6 +105,22 @@ pub(crate) struct GpuModeMeasured {
     pub largest: Vec<Option<f64>>,
     #[serde(default)]
     pub redrawn: Option<Vec<Option<f64>>>,
+    /// The inputs generate_input computes (no torch factory made them) written to a
+    /// safetensors file of the probe's scratch folder, when the importer asked for them.
+    #[serde(default)]
+    pub saved: Option<GpuModeSaved>,
+}
+
+/// One call's computed inputs as the probe wrote them: keys `input_J` in `file`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct GpuModeSaved {
+    /// The file's name in the scratch folder; `None` when nothing was written.
+    pub file: Option<String>,
+    /// The indices of the inputs written.
+    pub inputs: Vec<usize>,
+    /// Why some computed inputs were not written (dtype, size budget).
+    #[serde(default)]
+    pub skipped: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -173,3 +173,78 @@ fn only_the_calls_that_need_the_cpu_run_there() {
     let sizes: Vec<i64> = imported.task.workloads.iter().map(|w| w.axes["n"]).collect();
     assert_eq!(sizes, [4, 5, 6, 7]);
 }
+
+/// A computed input, as linalg-cholesky's: an SPD matrix built from a random one. ksearch's own
+/// draws are not positive definite, so cholesky_ex's factor would be NaN or a failure; the
+/// workloads must give the problem's own values instead.
+const COMPUTED_SPD: &str = r#"import torch
+
+
+def generate_input(batch, n, seed):
+    gen = torch.Generator()
+    gen.manual_seed(seed)
+    a = torch.randn(batch, n, n, generator=gen)
+    return a @ a.transpose(-1, -2) + n * torch.eye(n)
+
+
+def ref_kernel(data):
+    factor, info = torch.linalg.cholesky_ex(data)
+    if bool((info != 0).any()):
+        return torch.zeros_like(data)
+    return factor
+"#;
+
+#[test]
+fn a_computed_input_is_given_by_each_workload_from_the_problems_own_values() {
+    let Some(python) = torch_python("gpumode_computed_input", "torch, numpy") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let yml = "test_timeout: 100\nbenchmark_timeout: 200\ntests:\n  - {batch: 2, n: 8, seed: 1}\n  \
+               - {batch: 3, n: 5, seed: 2}\nbenchmarks:\n  - {batch: 4, n: 16, seed: 3}\n";
+    let imported = import(&python, dir.path(), yml, COMPUTED_SPD).unwrap();
+    let out = dir.path().join("out");
+    let lines = std::fs::read_to_string(out.join("workloads.jsonl")).unwrap();
+    let workloads: Vec<serde_json::Value> = lines.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(workloads.len(), 3, "{lines}");
+    for w in &workloads {
+        // generate_input returns one tensor: the task's one input, named x.
+        let given = &w["inputs"]["x"];
+        assert_eq!(given["type"], "safetensors", "{w}");
+        let path = out.join(given["path"].as_str().unwrap());
+        assert!(path.is_file(), "{} is missing", path.display());
+    }
+    assert!(
+        imported
+            .checks
+            .iter()
+            .any(|c| c.starts_with("'x' is computed in generate_input") && c.contains("every workload gives")),
+        "{:?}",
+        imported.checks
+    );
+    // task.yml's limits carried over: ksearch's evaluation does tests and benchmarks in one.
+    let toml = std::fs::read_to_string(out.join("task.toml")).unwrap();
+    assert!(toml.contains("timeout_s = 300"), "{toml}");
+    assert_eq!(imported.task.config.evaluation.timeout_s, 300.0);
+    // The seed passes on the problem's own SPD matrices (on ksearch's own draws the reference
+    // would be zeros, which ksearch eval refuses).
+    let eval = eval_seed(&imported.task).unwrap_or_else(|e| panic!("{e}"));
+    assert!(eval.passed(), "{:?}: {:?}\n{}", eval.status, eval.reason, eval.log);
+
+    // Without the computed values the reference is refused: what the given inputs fix.
+    let stripped: String = lines
+        .lines()
+        .map(|l| {
+            let mut w: serde_json::Value = serde_json::from_str(l).unwrap();
+            w["inputs"] = serde_json::json!({});
+            format!("{w}\n")
+        })
+        .collect();
+    std::fs::write(out.join("workloads.jsonl"), stripped).unwrap();
+    let task = ksearch_spec::Task::load_folder(&out).unwrap();
+    let e = eval_seed(&task).map(|e| format!("{:?} {:?}", e.status, e.reason));
+    assert!(
+        format!("{e:?}").contains("cannot tell a correct kernel from one that writes zeros"),
+        "{e:?}"
+    );
+}
