@@ -258,7 +258,11 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         .filter(|(w, _)| !zeros.dropped.iter().any(|(d, _)| d == w))
         .collect();
     let given = gpumode_given::give(&found, &inputs, &mut chosen, &mut workloads, scratch.path());
-    let workloads: Vec<serde_json::Value> = workloads.into_iter().map(|(_, v)| v).collect();
+    let workloads: Vec<serde_json::Value> = workloads
+        .into_iter()
+        .filter(|(w, _)| !given.dropped.contains(w))
+        .map(|(_, v)| v)
+        .collect();
 
     let folder_name = folder
         .canonicalize()

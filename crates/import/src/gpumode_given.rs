@@ -6,7 +6,7 @@
 //! workloads.jsonl), the same in every trial.
 
 use crate::draws::Draw;
-use crate::probe::GpuModeProbe;
+use crate::probe::{GpuModeProbe, Value};
 use std::path::{Path, PathBuf};
 
 /// The workloads' given inputs, the files to copy into the task's `blob/` folder and what to
@@ -16,6 +16,10 @@ pub(crate) struct Given {
     /// (path in the task folder, the probe's file).
     pub blobs: Vec<(String, PathBuf)>,
     pub notes: Vec<String>,
+    /// The calls (indices into `found.calls`) whose workloads lack the values of a computed
+    /// input that other workloads give: left out, since ksearch's draws would test something
+    /// else there (the reference on a matrix that is not positive definite).
+    pub dropped: Vec<usize>,
 }
 
 /// `inputs`: the input names in generate_input's order; `chosen`: the draw of each tensor input
@@ -29,6 +33,7 @@ pub(crate) fn give(
     scratch: &Path,
 ) -> Given {
     let mut given = Given::default();
+    let total = workloads.len();
     for (name, draw) in chosen.iter_mut() {
         if draw.distribution.is_some() || draw.note.is_none() {
             continue;
@@ -36,16 +41,21 @@ pub(crate) fn give(
         let Some(j) = inputs.iter().position(|n| n == name) else {
             continue;
         };
-        let mut missing: Vec<String> = Vec::new();
+        let mut missing: Vec<(usize, String)> = Vec::new();
         let mut gave = 0;
         for (w, workload) in workloads.iter_mut() {
+            // Where a torch factory made it in this call, ksearch's draw stands (the factory
+            // is what the problem does there).
+            if let Value::Tensor { origin: Some(_), .. } = &found.calls[*w].inputs[j] {
+                continue;
+            }
             let saved = found.calls[*w].measured.as_ref().and_then(|m| m.saved.as_ref());
             let Some((file, saved)) = saved.and_then(|s| s.file.as_ref().map(|f| (f, s))) else {
-                missing.push(uuid(workload));
+                missing.push((*w, uuid(workload)));
                 continue;
             };
             if !saved.inputs.contains(&j) {
-                missing.push(uuid(workload));
+                missing.push((*w, uuid(workload)));
                 continue;
             }
             let rel = format!("blob/{file}");
@@ -66,18 +76,24 @@ pub(crate) fn give(
         let mut note = format!(
             "'{name}' is computed in generate_input (not straight from one torch factory): {} the problem's own \
              values, written at import to blob/ (the same in every trial)",
-            if missing.is_empty() {
+            if gave == total {
                 "every workload gives".to_string()
             } else {
-                format!("{gave} workload(s) give")
+                format!("{gave} of {total} workloads give")
             }
         );
         if !missing.is_empty() {
             note.push_str(&format!(
-                "; for {} ksearch draws them (not run for real at import, or over the size limit): {}",
-                missing.join(", "),
-                draw.note.as_deref().unwrap_or_default()
+                "; left out: {} (generate_input was not run for real there at import: over the probe's size limit, \
+                 or its values over the size budget for blob/), since ksearch's own draws of '{name}' would test \
+                 something else",
+                missing.iter().map(|(_, u)| u.as_str()).collect::<Vec<_>>().join(", ")
             ));
+            for (w, _) in missing {
+                if !given.dropped.contains(&w) {
+                    given.dropped.push(w);
+                }
+            }
         }
         draw.note = None;
         given.notes.push(note);
