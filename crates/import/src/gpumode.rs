@@ -449,7 +449,7 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
                     .map(|(name, source)| (format!("{MODULES}/{name}.py"), source.clone())),
             )
             .collect(),
-        blobs: given.blobs.clone(),
+        blobs: given.blobs,
     };
     let task = folder_out.write(&opts.out, opts.force)?;
     let written = vec![

@@ -98,6 +98,15 @@ pub(crate) fn give(
         draw.note = None;
         given.notes.push(note);
     }
+    // A workload left out for one input may have given another: copy only the files the kept
+    // workloads name.
+    let named: Vec<&str> = workloads
+        .iter()
+        .filter(|(w, _)| !given.dropped.contains(w))
+        .filter_map(|(_, workload)| workload.get("inputs")?.as_object())
+        .flat_map(|map| map.values().filter_map(|v| v.get("path")?.as_str()))
+        .collect();
+    given.blobs.retain(|(rel, _)| named.contains(&rel.as_str()));
     for call in &found.calls {
         if let Some(saved) = call.measured.as_ref().and_then(|m| m.saved.as_ref()) {
             for why in &saved.skipped {
