@@ -104,18 +104,55 @@ evaluate() {
     >"$2.eval.json" 2>"$2.eval.err"
 }
 
-# import_task MODE KIND PATH TASK LOG
+# import_task MODE KIND PATH TASK LOG [ARG...]: the ARGs go to `ksearch import` (--entry F).
 import_task() {
   locked "$1" timeout "$import_timeout" "$bin" import "$2" "$3" --out "$4" --force \
-    --timeout "$import_timeout" ${standin:+"$standin"} >"$5.import" 2>&1
+    --timeout "$import_timeout" ${standin:+"$standin"} "${@:6}" >"$5.import" 2>&1
 }
 
-one() {  # one SUITE NAME KIND PATH
+one() {  # one SUITE NAME KIND PATH: one row of the table
   local suite=$1 name=$2 kind=$3 path=$4
   local task="$out/tasks/$suite/$name" log="$out/logs/$suite-$name"
   mkdir -p "$(dirname "$task")"
-  local imported=no passes="not run" reason="" note="" ok=0
-  import_task shared "$kind" "$path" "$task" "$log" && ok=1
+  local imported=no passes="not run" reason="" note=""
+  one_task "$kind" "$path" "$task" "$log"
+  # A GPU MODE problem with several reference functions and no ref_kernel (princeton's
+  # cross_entropy): the import says to import each with --entry; the problem is one row, imported
+  # and passing when every one of its tasks is.
+  local entries=()
+  if [ "$imported" = no ] && [ "$kind" = gpumode ]; then
+    mapfile -t entries < <(grep -oE 'ksearch import gpumode FOLDER --entry [A-Za-z_][A-Za-z0-9_]*' "$log.import" \
+      | awk '{ print $NF }' | awk '!seen[$0]++')
+  fi
+  if [ "${#entries[@]}" -gt 0 ]; then
+    local all_imported=yes all_pass=yes first_reason="" notes="" e
+    for e in "${entries[@]}"; do
+      imported=no passes="not run" reason="" note=""
+      one_task "$kind" "$path" "$task-$e" "$log-$e" --entry "$e"
+      [ "$imported" = yes ] || all_imported=no
+      [ "$passes" = yes ] || all_pass=no
+      [ -n "$first_reason" ] || first_reason=${reason:+--entry $e: $reason}
+      [ -z "$note" ] || notes="${notes:+$notes; }--entry $e: $note"
+    done
+    imported=$all_imported
+    passes=$all_pass
+    [ "$all_imported" = yes ] || passes="not run"
+    [ "$eval_on" = 1 ] || passes="not run"
+    reason=$first_reason
+    note="imported as ${#entries[@]} tasks, one per reference function (--entry ${entries[*]})${notes:+; $notes}"
+  fi
+  # One short line per problem, appended: jobs write at once, and a run cut off keeps whole rows.
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$suite" "$name" "$imported" "$passes" "${reason//$'\t'/ }" "$note" >>"$rows"
+  echo "$suite/$name: imported $imported, seed passes $passes${reason:+ ($reason)}${note:+ [$note]}" >&2
+}
+
+# one_task KIND PATH TASK LOG [ARG...]: imports and evaluates one task, setting the caller's
+# imported, passes, reason and note.
+one_task() {
+  local kind=$1 path=$2 task=$3 log=$4
+  shift 4
+  local ok=0
+  import_task shared "$kind" "$path" "$task" "$log" "$@" && ok=1
   # The probe runs the model on the GPU to measure its outputs. Beside other jobs that can run out
   # of memory, which does not fail the import but leaves a note: the import's checks that need
   # the measurement (zero outputs, random forwards, computed inputs' ranges) did not run.
@@ -124,7 +161,7 @@ one() {  # one SUITE NAME KIND PATH
   if { [ "$ok" = 0 ] && out_of_memory "$log.import"; } || [ "$measured_oom" = 1 ]; then
     mv "$log.import" "$log.first.import"
     ok=0
-    import_task alone "$kind" "$path" "$task" "$log" && ok=1
+    import_task alone "$kind" "$path" "$task" "$log" "$@" && ok=1
     note="imported on a retry alone (the first attempt ran out of memory beside other jobs)"
   fi
   if [ "$ok" = 1 ]; then
@@ -160,9 +197,6 @@ except Exception:
     reason=$(reason_of "$log.import")
     [ -n "$reason" ] || reason="import failed or timed out after ${import_timeout}s (see $log.import)"
   fi
-  # One short line per problem, appended: jobs write at once, and a run cut off keeps whole rows.
-  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$suite" "$name" "$imported" "$passes" "${reason//$'\t'/ }" "$note" >>"$rows"
-  echo "$suite/$name: imported $imported, seed passes $passes${reason:+ ($reason)}${note:+ [$note]}" >&2
 }
 
 jobs_file=$out/jobs.tsv
@@ -201,7 +235,7 @@ if [ "${JOBS:-1}" -gt 1 ] 2>/dev/null; then
   # own, so evaluations share the GPU instead of waiting for each other (their times, which
   # the table does not report, are not the GPU's alone then); the device.lock above is what a
   # retry alone waits on.
-  export -f one reason_of out_of_memory locked evaluate import_task
+  export -f one one_task reason_of out_of_memory locked evaluate import_task
   export out bin eval_on device import_timeout eval_timeout rows standin lock gate oom_re
   tr '\n' '\0' <"$jobs_file" | xargs -0 -P "$JOBS" -n 1 bash -c \
     'IFS=$'"'"'\t'"'"' read -r s n k p <<<"$1"; KSEARCH_DEVICE_LOCK_DIR=$(mktemp -d) one "$s" "$n" "$k" "$p"' _

@@ -20,6 +20,10 @@ pub(crate) enum ImportCommand {
     Gpumode {
         /// The folder holding task.yml.
         folder: PathBuf,
+        /// The reference function to import, for a reference.py without ref_kernel (one task per
+        /// function: `--entry reference_forward`, `--entry reference_backward`).
+        #[arg(long, value_name = "FUNCTION")]
+        entry: Option<String>,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -57,6 +61,7 @@ impl CommonArgs {
             stand_in: self.stand_in,
             force: self.force,
             timeout: Duration::from_secs(self.timeout),
+            entry: None,
         }
     }
 }
@@ -66,7 +71,13 @@ impl CommonArgs {
 pub(crate) fn run(command: &ImportCommand) -> anyhow::Result<u8> {
     let result = match command {
         ImportCommand::Kernelbench { file, common } => import_kernelbench(file, &common.options()),
-        ImportCommand::Gpumode { folder, common } => import_gpumode(folder, &common.options()),
+        ImportCommand::Gpumode { folder, entry, common } => import_gpumode(
+            folder,
+            &Options {
+                entry: entry.clone(),
+                ..common.options()
+            },
+        ),
     };
     match result {
         Ok(imported) => {

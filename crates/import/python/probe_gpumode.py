@@ -21,6 +21,7 @@ import re
 import sys
 
 import probe
+import probe_gpumode_entry
 import probe_measure
 from probe import Failure, Raised, call, describe, load_module, outputs_of
 
@@ -35,20 +36,25 @@ def gpumode(engines, req):
         else:
             sys.modules[name] = probe.stub_task_module() if name == "task" else probe.stub_utils_module()
     module = load_module("reference", req["file"])
-    ref_kernel = getattr(module, "ref_kernel", None)
-    generate_input = getattr(module, "generate_input", None)
-    missing = [name for name, f in (("ref_kernel", ref_kernel), ("generate_input", generate_input))
-               if not callable(f)]
-    if missing:
-        raise Failure("problem", missing_message(module, missing, req["calls"]))
     source = open(req["file"], encoding="utf-8").read()
-    names = unpacked_names(source)
+    entry = None
+    if req.get("entry"):
+        test_keys = {k for args in req["calls"] for k in args}
+        ref_kernel, generate_input, names, entry = probe_gpumode_entry.adapt(module, req, source, test_keys)
+    else:
+        ref_kernel = getattr(module, "ref_kernel", None)
+        generate_input = getattr(module, "generate_input", None)
+        missing = [name for name, f in (("ref_kernel", ref_kernel), ("generate_input", generate_input))
+                   if not callable(f)]
+        if missing:
+            raise Failure("problem", missing_message(module, missing, req["calls"]))
+        names = unpacked_names(source)
     calls, ran = [], []
     for args in req["calls"]:
         record, how = probe_call(engines, generate_input, ref_kernel, args, names)
         calls.append(record)
         ran.append(how)
-    seed, dropped = seed_source(source)
+    seed, dropped = seed_source(source, entry["function"] if entry else "ref_kernel")
     notes = fallback_notes(req["calls"], ran)
     measured, note = [None] * len(calls), None
     if len(engines) > 1:
@@ -64,8 +70,8 @@ def gpumode(engines, req):
         where = ", ".join(f"{w} for {elsewhere.count(w)}" for w in sorted(set(elsewhere)))
         engine = f"torch {engines[0].torch.__version__} (meta; {where} of {len(calls)} calls)"
     return {"calls": calls, "input_names": names, "engine": engine, "notes": notes,
-            "tolerance": tolerance(source, sys.modules.get("utils")),
-            "seed_source": seed, "seed_dropped": dropped}
+            "tolerance": tolerance(source, sys.modules.get("utils")) or probe_gpumode_entry.module_tolerance(module),
+            "seed_source": seed, "seed_dropped": dropped, "entry": entry}
 
 
 def probe_call(engines, generate_input, ref_kernel, args, names):
@@ -174,6 +180,16 @@ def missing_message(module, missing, calls):
             f"output(s) a submission's custom_kernel(data) must match",
             f"This file defines {defined or 'no functions of its own'}"]
     functions = [n for n, v in own if inspect.isfunction(v)]
+    refs = [n for n in functions if n.startswith(("ref", "reference")) and not n.startswith("ref_kernel")]
+    generator = next((n for n in probe_gpumode_entry.GENERATORS if n in functions), None)
+    if "ref_kernel" in missing and refs and generator:
+        # The layout --entry imports (probe_gpumode_entry): say how, and nothing to write.
+        text.append(f"It has {len(refs)} reference function{'s' if len(refs) > 1 else ''} ({', '.join(refs)}) and "
+                    f"{generator}: import one task per function with --entry, "
+                    + ", ".join(f"`ksearch import gpumode FOLDER --entry {r} --out DIR`" for r in refs)
+                    + f" (each function gets the values of {generator} its parameters name; an argument of "
+                    f"{generator} no test gives is read from the folder's eval.py, where it calls {generator})")
+        return ". ".join(text) + "."
     if "generate_input" in missing:
         close = difflib.get_close_matches("generate_input", functions, n=1, cutoff=0.75)
         if close:
@@ -185,7 +201,6 @@ def missing_message(module, missing, calls):
                 f"{'it' if len(params) == 1 else 'them'} (as the folder's own eval does; ksearch does not run "
                 f"that)" if params else ""))
     if "ref_kernel" in missing:
-        refs = [n for n in functions if n.startswith(("ref", "reference")) and not n.startswith("ref_kernel")]
         if len(refs) > 1:
             text.append(f"It has {len(refs)} reference functions ({', '.join(refs)}) and a ksearch task has "
                         f"one entry point: import one task per function (a copy of the folder whose ref_kernel "
@@ -196,7 +211,7 @@ def missing_message(module, missing, calls):
     return ". ".join(text) + "."
 
 
-def seed_source(source):
+def seed_source(source, root="ref_kernel"):
     """reference.py without the top-level functions, classes and name assignments that
     ref_kernel does not reach (GPU MODE's check_implementation and its helpers, typically): the
     seed is ref_kernel as a candidate, and a checker's code (its try/finally, the TF32 switch it
@@ -221,7 +236,7 @@ def seed_source(source):
         return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
     definitions = [(node, defined(node)) for node in tree.body]
-    reached = {"ref_kernel"}
+    reached = {root}
     for node, names in definitions:
         if names is None:
             reached |= used(node)

@@ -34,6 +34,16 @@ struct TaskYml {
     test_timeout: Option<f64>,
     #[serde(default)]
     benchmark_timeout: Option<f64>,
+    #[serde(default)]
+    config: Option<TaskConfig>,
+}
+
+/// task.yml's `config`: the folder's main harness file (its eval.py), where `--entry` reads the
+/// generator's arguments no test gives.
+#[derive(Deserialize)]
+struct TaskConfig {
+    #[serde(default)]
+    main: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -116,6 +126,16 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         "modules": modules,
         "calls": calls.iter().map(|(_, a)| serde_json::Value::Object(a.clone())).collect::<Vec<_>>(),
         "save_dir": scratch.path().display().to_string(),
+        "entry": opts.entry,
+        "main": yml
+            .config
+            .as_ref()
+            .and_then(|c| c.main.as_deref())
+            .map(|m| folder.join(m))
+            .filter(|p| p.is_file())
+            // The probe runs in a scratch directory: a path relative to here would not resolve.
+            .map(|p| absolute(&p).map(|p| p.display().to_string()))
+            .transpose()?,
     });
     let mut found: GpuModeProbe = probe::run(&reference_path, request, opts)?;
     let unsupported = |message: String| ImportError::Unsupported {
@@ -269,10 +289,22 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
         .unwrap_or_else(|| "gpumode_task".into());
+    // One task per reference function: `cross_entropy_py-forward` for reference_forward.
+    let default_name = match &found.entry {
+        Some(e) => format!(
+            "{folder_name}-{}",
+            e.function
+                .strip_prefix("reference_")
+                .or_else(|| e.function.strip_prefix("ref_"))
+                .filter(|s| !s.is_empty())
+                .unwrap_or(&e.function)
+        ),
+        None => folder_name.clone(),
+    };
     let def_name: String = opts
         .name
         .clone()
-        .unwrap_or(folder_name.clone())
+        .unwrap_or(default_name)
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
@@ -282,8 +314,10 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
             }
         })
         .collect();
+    let function = found.entry.as_ref().map_or("ref_kernel", |e| e.function.as_str());
     let description = format!(
-        "GPU MODE task {folder_name}: ref_kernel(data) of its reference.py, where data is {}. {}",
+        "GPU MODE task {folder_name}: {function}{} of its reference.py, where data is {}. {}",
+        if found.entry.is_some() { "(*data)" } else { "(data)" },
         if bare {
             "the tensor generate_input returns".to_string()
         } else {
@@ -303,6 +337,8 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
     let prelude = prelude(&helper_sources);
     let call_args = if let Some(rebuild) = &first.rebuild {
         rebuild.clone()
+    } else if found.entry.is_some() {
+        format!("*({},)", inputs.join(", "))
     } else if bare {
         inputs[0].clone()
     } else if inputs.len() == 1 {
@@ -314,11 +350,12 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         "{}{prelude}\n_ksearch_reference = _ksearch_types.ModuleType(\"ksearch_gpumode_reference\")\n\
          _ksearch_reference.__file__ = \"reference.py\"\n\
          exec(compile({}, \"reference.py\", \"exec\"), _ksearch_reference.__dict__)\n\n\n\
-         def run({}):\n    return _ksearch_reference.ref_kernel({call_args})\n",
+         def run({}):\n    return _ksearch_reference.{function}({call_args})\n",
         emit::comment(&format!(
             "Imported from GPU MODE task {folder_name} by `ksearch import gpumode`. run(**inputs) calls reference.py's \
-             ref_kernel on the inputs as generate_input returns them; reference.py runs in a module of its own, after \
-             the folder's helper modules are registered."
+             {function} on the inputs as {} returns them; reference.py runs in a module of its own, after \
+             the folder's helper modules are registered.",
+            found.entry.as_ref().map_or("generate_input", |e| e.generator.as_str())
         )),
         emit::py_str(&reference),
         inputs.join(", ")
@@ -341,11 +378,19 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         "{}{}\n\n\n# --- added by ksearch import ---\n{}",
         emit::comment(&format!(
             "Imported from GPU MODE task {folder_name} by `ksearch import gpumode`: reference.py's ref_kernel as the \
-             starting candidate custom_kernel(data). The folder's helper modules (task, utils) are in the task's \
-             {MODULES}/ folder, on the candidate's module path, so GPU MODE submissions' `from task import ...` works."
+             starting candidate custom_kernel(data){}. The folder's helper modules (task, utils) are in the task's \
+             {MODULES}/ folder, on the candidate's module path, so GPU MODE submissions' `from task import ...` works.",
+            match &found.entry {
+                Some(e) => format!(" (reference.py's {} here, called on the inputs in data)", e.function),
+                None => String::new(),
+            }
         )),
         without_backend_settings(found.seed_source.as_deref().unwrap_or(&reference).trim_end()),
-        seed_entry(first.rebuild.as_deref(), &inputs)
+        seed_entry(
+            first.rebuild.as_deref(),
+            &inputs,
+            found.entry.as_ref().map(|e| e.function.as_str())
+        )
     );
     let mut checks_list: Vec<String> = found.notes.clone();
     checks_list.extend(kept.note.iter().cloned());
@@ -353,7 +398,7 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
     checks_list.extend(zeros.notes.iter().cloned());
     if !found.seed_dropped.is_empty() {
         checks_list.push(format!(
-            "the seed is reference.py without what ref_kernel does not use ({}): a checker's code is not the kernel's",
+            "the seed is reference.py without what {function} does not use ({}): a checker's code is not the kernel's",
             found.seed_dropped.join(", ")
         ));
     }
@@ -374,6 +419,25 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
     }
     checks_list.extend(chosen.iter().filter_map(|(_, d)| d.note.clone()));
     checks_list.extend(given.notes.iter().cloned());
+    if let Some(e) = &found.entry {
+        checks_list.push(format!(
+            "--entry {}: one of reference.py's reference functions as the task's kernel; the inputs are {}",
+            e.function, e.how
+        ));
+        if !e.fixed.is_empty() {
+            checks_list.push(format!(
+                "{} also takes {}, which no test or benchmark gives: {}, as {} calls it",
+                e.generator,
+                e.fixed.keys().cloned().collect::<Vec<_>>().join(", "),
+                e.fixed
+                    .iter()
+                    .map(|(k, v)| format!("{k} = {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                e.fixed_from.as_deref().unwrap_or("the folder's main harness file")
+            ));
+        }
+    }
     let (tolerance_toml, tolerance_note) = tolerance(&found, &output_dtypes);
     checks_list.push(tolerance_note);
     checks_list.push(format!(
@@ -477,7 +541,7 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         ),
         (
             "seed.py".into(),
-            "reference.py's ref_kernel as custom_kernel (passes: it is the reference)".into(),
+            format!("reference.py's {function} as custom_kernel (passes: it is the reference)"),
         ),
     ];
     Ok(Imported {

@@ -77,8 +77,12 @@ pub(crate) fn stub(name: &str) -> &'static str {
 }
 
 /// The seed's entry point: ref_kernel itself, or for a nested generate_input a function that
-/// rebuilds its value from the flat tuple of inputs the harness passes.
-pub(crate) fn seed_entry(rebuild: Option<&str>, inputs: &[String]) -> String {
+/// rebuilds its value from the flat tuple of inputs the harness passes, or (`--entry`) the
+/// reference function called on the inputs.
+pub(crate) fn seed_entry(rebuild: Option<&str>, inputs: &[String], entry: Option<&str>) -> String {
+    if let Some(function) = entry {
+        return format!("def custom_kernel(data):\n    return {function}(*data)\n");
+    }
     match rebuild {
         None => "custom_kernel = ref_kernel\n".into(),
         Some(expr) => format!(

@@ -25,7 +25,9 @@ pub(crate) fn tolerance(found: &GpuModeProbe, dtypes: &[DType]) -> (String, Stri
     match &found.tolerance {
         Some(t) if !t.custom && t.rtol.is_some() && t.atol.is_some() => {
             let (rtol, atol) = (t.rtol.unwrap_or_default(), t.atol.unwrap_or_default());
-            let origin = if t.defaults.is_empty() {
+            let origin = if let Some(origin) = &t.origin {
+                origin.clone()
+            } else if t.defaults.is_empty() {
                 format!("check_implementation = make_match_reference(ref_kernel, rtol={rtol}, atol={atol})")
             } else {
                 format!(
@@ -40,11 +42,17 @@ pub(crate) fn tolerance(found: &GpuModeProbe, dtypes: &[DType]) -> (String, Stri
                 toml.push_str(&emit::comment(&format!("From reference.py: {origin}.")));
                 toml.push_str(&format!("atol = {}\nrtol = {}\n", emit::toml_float(atol), emit::toml_float(rtol)));
             }
-            let note = format!(
-                "check_implementation is replaced by ksearch's per-element comparison |out - ref| <= atol + rtol * |ref| \
-                 with its tolerances (atol {atol}, rtol {rtol}) for {} outputs",
-                floats.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
-            );
+            let floats_named = floats.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ");
+            let note = match &t.origin {
+                Some(origin) => format!(
+                    "reference.py has no check_implementation: ksearch compares every element, |out - ref| <= atol + \
+                     rtol * |ref|, with {origin} (atol {atol}, rtol {rtol}) for {floats_named} outputs"
+                ),
+                None => format!(
+                    "check_implementation is replaced by ksearch's per-element comparison |out - ref| <= atol + rtol * \
+                     |ref| with its tolerances (atol {atol}, rtol {rtol}) for {floats_named} outputs"
+                ),
+            };
             (toml, note)
         }
         Some(t) if t.custom => (

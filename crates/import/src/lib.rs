@@ -55,6 +55,9 @@ pub struct Options {
     pub force: bool,
     /// How long running the problem to find its shapes may take.
     pub timeout: Duration,
+    /// GPU MODE only: the reference function to import when reference.py has no ref_kernel
+    /// (one task per function: princeton's reference_forward and reference_backward).
+    pub entry: Option<String>,
 }
 
 impl Options {
@@ -69,6 +72,7 @@ impl Options {
             stand_in: false,
             force: false,
             timeout: Duration::from_secs(300),
+            entry: None,
         }
     }
 

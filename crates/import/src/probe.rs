@@ -8,11 +8,15 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const PROBE: &str = include_str!("../python/probe.py");
-/// The probe's other modules (GPU MODE folders, the measurement of outputs) and the stand-in for
+/// The probe's other modules (GPU MODE folders and their --entry layout, the measurement of outputs) and the stand-in for
 /// PyTorch, in four modules (dtypes, tensors, functions, nn and the install), written beside
 /// probe.py.
-const STANDIN: [(&str, &str); 6] = [
+const STANDIN: [(&str, &str); 7] = [
     ("probe_gpumode.py", include_str!("../python/probe_gpumode.py")),
+    (
+        "probe_gpumode_entry.py",
+        include_str!("../python/probe_gpumode_entry.py"),
+    ),
     ("probe_measure.py", include_str!("../python/probe_measure.py")),
     ("standin_dtypes.py", include_str!("../python/standin_dtypes.py")),
     ("standin_tensor.py", include_str!("../python/standin_tensor.py")),
@@ -135,6 +139,27 @@ pub(crate) struct GpuModeTolerance {
     pub literal: Vec<String>,
     #[serde(default)]
     pub defaults: Vec<String>,
+    /// Where the tolerances come from when not from check_implementation (reference.py's
+    /// module-level ATOL and RTOL).
+    #[serde(default)]
+    pub origin: Option<String>,
+}
+
+/// How `--entry FUNCTION` called a reference function of a GPU MODE problem laid out without
+/// ref_kernel (the probe's probe_gpumode_entry.py).
+#[derive(Debug, Deserialize)]
+pub(crate) struct GpuModeEntry {
+    /// The reference function.
+    pub function: String,
+    /// generate_input or generate_inputs.
+    pub generator: String,
+    /// How the parameters were matched to the generator's values.
+    pub how: String,
+    /// The generator's arguments no test gives, as the folder's main harness file fixes them.
+    #[serde(default)]
+    pub fixed: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    pub fixed_from: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -151,6 +176,9 @@ pub(crate) struct GpuModeProbe {
     pub seed_source: Option<String>,
     #[serde(default)]
     pub seed_dropped: Vec<String>,
+    /// Present when imported with `--entry`.
+    #[serde(default)]
+    pub entry: Option<GpuModeEntry>,
 }
 
 #[derive(Deserialize)]

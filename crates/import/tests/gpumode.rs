@@ -341,7 +341,8 @@ def solve(x):
     );
 
     // princeton/cross_entropy_py's layout: generate_inputs (plural) with a size the tests do not
-    // give, and two reference functions; the message says what to write instead.
+    // give, and two reference functions; the message says how to import each (--entry, tested
+    // below).
     let folder = write_task(
         &dir.path().join("two_entry_points"),
         "tests:\n  - {vocab_size: 32}\n  - {vocab_size: 64}\n",
@@ -360,10 +361,9 @@ def solve(x):
         "(here: vocab_size)",
         "This file defines generate_inputs(batch_size, vocab_size, seed=42), reference_backward(logits, targets, \
          grad_output), reference_forward(logits, targets).",
-        "generate_inputs is not generate_input: it also takes batch_size, which no test gives, so a generate_input \
-         must fix it",
-        "It has 2 reference functions (reference_forward, reference_backward) and a ksearch task has one entry point: \
-         import one task per function",
+        "It has 2 reference functions (reference_forward, reference_backward) and generate_inputs: import one task \
+         per function with --entry, `ksearch import gpumode FOLDER --entry reference_forward --out DIR`, \
+         `ksearch import gpumode FOLDER --entry reference_backward --out DIR`",
     ] {
         assert!(text.contains(expected), "{expected}\n{text}");
     }
