@@ -142,6 +142,8 @@ one() {  # one SUITE NAME KIND PATH: one row of the table
     note="imported as ${#entries[@]} tasks, one per reference function (--entry ${entries[*]})${notes:+; $notes}"
   fi
   # One short line per problem, appended: jobs write at once, and a run cut off keeps whole rows.
+  # A reason of several lines (an evaluation's compile error) stays on its row.
+  reason=${reason//$'\n'/ }
   printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$suite" "$name" "$imported" "$passes" "${reason//$'\t'/ }" "$note" >>"$rows"
   echo "$suite/$name: imported $imported, seed passes $passes${reason:+ ($reason)}${note:+ [$note]}" >&2
 }

@@ -61,6 +61,9 @@ FAKE = textwrap.dedent('''\
                          "'output' has no finite value above atol=0.0001\\n(the task cannot be "
                          "used as it is; this is for its author to fix)\\n")
         sys.exit(1)
+    if "multi" in name:
+        print(json.dumps({"status": "compile_error", "reason": "compilation failed:\\nline two"}))
+        sys.exit(1)
     if retry and most > 1:
         print(json.dumps({"status": "runtime_error", "reason": f"not alone: {most} in flight"}))
         sys.exit(1)
@@ -85,7 +88,7 @@ class ImportersSuiteTest(unittest.TestCase):
             for n in names:
                 write(os.path.join(folder, f"{n}.py"), "# a problem\n")
         self.rk = os.path.join(self.dir, "rk")
-        for group, problem in (("pmpp", "sum_py"), ("amd_only", "gemm")):
+        for group, problem in (("pmpp", "sum_py"), ("pmpp", "multi_py"), ("amd_only", "gemm")):
             folder = os.path.join(self.rk, "problems", group, problem)
             os.makedirs(folder)
             write(os.path.join(folder, "task.yml"), "lang: py\n")
@@ -110,7 +113,9 @@ class ImportersSuiteTest(unittest.TestCase):
         self.suite(self.kb, self.rk, self.bin, self.out, JOBS="3")
         rows = self.rows()
         self.assertEqual(sorted(rows), ["level1-1_ok", "level1-2_oom", "level1-3_bad", "level1-4_vet",
-                                        "level2-1_ok2", "pmpp-sum_py"], "amd_* groups left out")
+                                        "level2-1_ok2", "pmpp-multi_py", "pmpp-sum_py"], "amd_* groups left out")
+        # A reason of several lines stays on its problem's row.
+        self.assertEqual(rows["pmpp-multi_py"][3:5], ["no", "compile_error: compilation failed: line two"], rows["pmpp-multi_py"])
         self.assertEqual(rows["level1-1_ok"][2:4], ["yes", "yes"])
         oom = rows["level1-2_oom"]
         self.assertEqual(oom[2:4], ["yes", "yes"], oom)
@@ -139,7 +144,7 @@ class ImportersSuiteTest(unittest.TestCase):
         # Rerun one problem into the same folder: its row is replaced, the others stay.
         self.suite(self.kb, self.rk, self.bin, self.out, KEEP="1", ONLY="4_vet", FAKE_VET_PASSES="1")
         rows = self.rows()
-        self.assertEqual(len(rows), 6)
+        self.assertEqual(len(rows), 7)
         self.assertEqual(rows["level1-4_vet"][3], "yes")
         self.assertIn("passed on a retry alone", rows["level1-2_oom"][5])
 

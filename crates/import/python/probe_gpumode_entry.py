@@ -60,7 +60,7 @@ def adapt(module, req, source, test_keys):
     def ref_kernel(data):
         return function(*data)
 
-    info = {"function": entry, "generator": generator_name, "params": params, "how": how,
+    info = {"function": entry, "generator": generator_name, "how": how,
             "fixed": fixed, "fixed_from": fixed_from}
     return ref_kernel, generate_input, params, info
 

@@ -9,7 +9,7 @@ use crate::error::ImportError;
 use crate::gpumode_calls::{self, Call};
 use crate::gpumode_files::{prelude, resolve_files, seed_entry, stub, MODULES};
 use crate::gpumode_given;
-use crate::gpumode_toml::{atol_for, task_toml, tolerance};
+use crate::gpumode_toml::{atol_for, task_toml, tolerance, KernelTable};
 use crate::probe::{self, GpuModeProbe, Value};
 use crate::{Imported, Options};
 use indexmap::IndexMap;
@@ -492,8 +492,11 @@ pub fn import_gpumode(folder: &Path, opts: &Options) -> Result<Imported, ImportE
         &found.engine,
         &chosen,
         &format!("{timeout}{tolerance_toml}"),
-        calling,
-        &writable,
+        &KernelTable {
+            calling,
+            writable: &writable,
+            helper_modules: helper_sources.iter().map(|(name, _)| name.as_str()).collect(),
+        },
         kept.note
             .iter()
             .chain(&left_out)

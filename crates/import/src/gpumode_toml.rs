@@ -71,15 +71,29 @@ pub(crate) fn tolerance(found: &GpuModeProbe, dtypes: &[DType]) -> (String, Stri
     }
 }
 
+/// What task.toml's [kernel] table says beyond the fixed entries.
+pub(crate) struct KernelTable<'a> {
+    /// "tuple" or "single": how custom_kernel gets its inputs.
+    pub calling: &'a str,
+    /// Inputs generate_input made with torch.empty, which a submission may fill.
+    pub writable: &'a [String],
+    /// The helper modules written to the task's MODULES folder (task, utils), by name.
+    pub helper_modules: Vec<&'a str>,
+}
+
 pub(crate) fn task_toml(
     folder: &str,
     engine: &str,
     chosen: &[(String, Draw)],
     evaluation_rest: &str,
-    calling: &str,
-    writable: &[String],
+    kernel: &KernelTable<'_>,
     left_out: &[&str],
 ) -> String {
+    let KernelTable {
+        calling,
+        writable,
+        helper_modules,
+    } = kernel;
     let mut t =
         emit::comment(&format!(
         "Imported from GPU MODE task {folder} by `ksearch import gpumode` (shapes found with {}). docs/importers.md \
@@ -94,16 +108,22 @@ pub(crate) fn task_toml(
     t.push_str(evaluation_rest);
     t.push_str(&crate::inputs_toml(chosen));
     t.push_str("\n[kernel]\nlanguage = \"python\"\nentry = \"custom_kernel\"\n");
-    t.push_str(&emit::comment(if calling == "tuple" {
+    t.push_str(&emit::comment(if *calling == "tuple" {
         "custom_kernel(data) gets the inputs as one tuple, in generate_input's order, and returns the output."
     } else {
         "custom_kernel(data) gets the one tensor generate_input makes, and returns the output."
     }));
     t.push_str(&format!("calling = \"{calling}\"\nseed = \"seed.py\"\n"));
-    t.push_str(&emit::comment(
-        "The folder's helper modules (task.py, utils.py): candidates import them from here.",
-    ));
-    t.push_str(&format!("python_path = [\"{MODULES}\"]\n"));
+    // Only where the folder has helper modules: python_path names folders that must exist, and
+    // a reference.py that imports none (princeton's cross_entropy) gets no MODULES folder.
+    if !helper_modules.is_empty() {
+        let files: Vec<String> = helper_modules.iter().map(|m| format!("{m}.py")).collect();
+        t.push_str(&emit::comment(&format!(
+            "The folder's helper modules ({}): candidates import them from here.",
+            files.join(", ")
+        )));
+        t.push_str(&format!("python_path = [\"{MODULES}\"]\n"));
+    }
     if !writable.is_empty() {
         t.push_str(&emit::comment(
             "Made with torch.empty by generate_input: output buffers a submission may fill (and return).",

@@ -67,6 +67,13 @@ fn each_reference_function_imports_as_a_task_of_its_own() {
     assert!(def
         .reference
         .contains("_ksearch_reference.reference_forward(*(logits, targets,))"));
+    // The folder has no helper modules (task.py, utils.py): no module path names a folder that
+    // was not written.
+    assert!(
+        forward.task.config.kernel.python_path.is_empty(),
+        "{:?}",
+        forward.task.config.kernel.python_path
+    );
     let checks = forward.checks.join("\n");
     for expected in [
         "--entry reference_forward: one of reference.py's reference functions as the task's kernel; the inputs are \
