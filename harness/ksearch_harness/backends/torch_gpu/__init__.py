@@ -100,7 +100,9 @@ class GpuBackend(Backend):
         for t in spec.inputs + spec.outputs:
             if gpu.torch_dtype(self.torch, t.dtype_name) is None:
                 raise TaskError(f"{t.field}.dtype", f"dtype {t.dtype_name} is not supported by "
-                                                    f"backend {self.name} ('{t.name}')")
+                                                    f"backend {self.name} ('{t.name}'): the GPU "
+                                                    f"backends hold {', '.join(gpu.TORCH_DTYPES)} "
+                                                    f"tensors; fp8 and fp4 tensors are not built")
 
     def time_pairs(self, session, settings):
         return gpu_timing.time_pairs(session, settings)

@@ -14,7 +14,7 @@ import threading
 from ...errors import CandidateError, SetupError
 from . import info as gpu_info
 
-_TORCH_DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8",
+TORCH_DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8",
                  "uint8", "bool")
 
 
@@ -172,7 +172,7 @@ def describe(torch, device):
 
 
 def torch_dtype(torch, name):
-    if name not in _TORCH_DTYPES:
+    if name not in TORCH_DTYPES:
         return None
     return getattr(torch, name)
 
