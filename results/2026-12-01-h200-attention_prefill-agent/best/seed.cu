@@ -7,12 +7,26 @@
 // (barriers 8 and 9). Inside a turn the order is FA3's: issue S(t), rescale O by alpha(t-1)
 // while S(t) runs, issue PV(t-1), hand the turn over. The ping-pong runs across work items: the
 // last PV of item i and S(0) of item i+1 share one turn, and item i's O is stored afterwards.
-// Options: PERSIST (one CTA per SM, static snake schedule, Q of the next tile prefetched while
-// the current one runs, separate output staging buffer), LAZY (rescale O only when a row max
+// Work distribution (compile-time: the host launches the instantiation flash_fwd_kernel<CSCHED, 1>
+// for causal calls and <NCSCHED, 0> for non-causal ones, so neither the schedule switch nor the
+// causal flag costs the consumers registers or branches): 0 = persistent CTAs, static snake
+// schedule (candidate 60); 1 = one CTA per work item, blockIdx.x heavy-first, so the hardware
+// block scheduler balances the load; 2 = persistent CTAs, first item blockIdx.x, then items taken
+// heavy-first from a global atomic counter by the producer thread, late (just before the last V
+// load of the current item, so the counter hands out items in the order CTAs run dry: greedy
+// longest-first), and handed to the consumers through shared memory next to the Q barrier (the
+// counter resets itself: the last CTA to run dry zeroes it); 3 = persistent, static snake over
+// pairs (heavy query block, light query block) of one head.
+// Options: PERSIST (must stay 1: Q of the next tile prefetched while the current one runs,
+// separate output staging buffer), LAZY (rescale O only when a row max
 // grows by more than RESCALE_THR), PW (producer warps), DIAG (64-key last tile where the upper
 // half is fully masked for a warpgroup). Every other pass: candidate 10's mma.sync body.
 #define NSTAGE 2  /* 3 stages do not fit beside the output staging buffer */
-#define PERSIST 1 /* persistent CTAs with a static snake schedule of (query block, head) tiles */
+#define PERSIST 1 /* separate output staging buffer (needed by the persistent schedules) */
+#define CSCHED 0  // ksearch: knob values=[0, 2, 3]
+#define NCSCHED 0  // ksearch: knob values=[0, 1, 2]
+#define NCORDER 1  // ksearch: knob values=[0, 1]
+#define L2HINT 1  // ksearch: knob values=[0, 1]
 #define LAZY 0    /* lazy O rescaling (threshold RESCALE_THR in log2 units) */
 #define PW 4      /* producer warps: 4 = producer warpgroup + setmaxnreg (384 thr); 1 = one warp (288 thr) */
 #define DIAG 0    /* trimmed 64-key last tile for a warpgroup that cannot see its upper half */
@@ -121,20 +135,92 @@ __device__ __forceinline__ void load_tile(uint32_t sbase, const __half *g, int r
 __device__ __forceinline__ void fb_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
 
 // Work item `it` of this CTA: a linear tile index w (query block nqb - 1 - w / BH, head w % BH,
-// heaviest causal blocks first), or -1 when the CTA is done. PERSIST: CTA c takes, in band i of
-// gridDim.x consecutive indices, index c (even bands) or gridDim.x - 1 - c (odd bands).
-__device__ __forceinline__ int work_index(int it, int W)
+// heaviest causal blocks first), or -1 when the CTA is done.
+// sched 0 / 2: CTA c takes, in band i of gridDim.x consecutive indices, index c (even bands) or
+// gridDim.x - 1 - c (odd bands); sched 2 uses only it == 0 (later items come from the counter).
+// sched 1: one item per CTA. sched 3: snake over pairs p (j = p / BH, head p % BH) of query
+// blocks nqb - 1 - j (first) and j (second, absent when both are the same block).
+__device__ __forceinline__ int work_index(int it, int W, int sched, int nqb, int BH)
 {
-#if PERSIST
     const int G = (int)gridDim.x, c = (int)blockIdx.x;
+    if (sched == 1)
+        return it == 0 ? c : -1;
+    if (sched == 3) {
+        const int P = BH * ((nqb + 1) >> 1);
+        int left = it;
+        for (int pi = 0;; ++pi) {
+            const int base = pi * G;
+            if (base >= P)
+                return -1;
+            const int p = base + ((pi & 1) ? (G - 1 - c) : c);
+            if (p >= P)
+                return -1;
+            const int j = p / BH, bh = p - j * BH;
+            const int cnt = (2 * j == nqb - 1) ? 1 : 2;
+            if (left < cnt) {
+                const int qb = left == 0 ? nqb - 1 - j : j;
+                return (nqb - 1 - qb) * BH + bh;
+            }
+            left -= cnt;
+        }
+    }
     const int base = it * G;
     if (base >= W)
         return -1;
     const int w = base + ((it & 1) ? (G - 1 - c) : c);
     return w < W ? w : -1;
-#else
-    return it == 0 ? (int)blockIdx.x : -1;
-#endif
+}
+
+// Item w -> (query block qb, head bh). Causal: cost-sorted (heaviest query blocks first, all heads
+// of one query block together). Non-causal (NCORDER 1): head-major, so the CTAs running at the
+// same time share the K / V of a few heads in L2 instead of streaming all 32 heads' K / V.
+__device__ __forceinline__ void decode_item(int w, int nqb, int BH, int causal, int &qb, int &bh)
+{
+    if (causal || NCORDER == 0) {
+        const int j = w / BH;
+        qb = nqb - 1 - j;
+        bh = w - j * BH;
+    } else {
+        bh = w / nqb;
+        qb = w - bh * nqb;
+    }
+}
+
+__device__ __forceinline__ int ld_shared_s32(uint32_t a)
+{
+    int v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(a) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void st_shared_s32(uint32_t a, int v)
+{
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");
+}
+
+// sched 2: global work counter. Every CTA takes items gridDim.x + (counter value) until one is
+// >= W; that failing take happens exactly once per CTA, and the CTA that records the last one
+// zeroes both counters, so each launch starts from 0 (stream order publishes the reset).
+__device__ unsigned int g_sched_ctr = 0u;
+__device__ unsigned int g_sched_done = 0u;
+
+__device__ __forceinline__ unsigned int sched_grab() { return atomicAdd(&g_sched_ctr, 1u); }
+
+__device__ __forceinline__ int sched_resolve(unsigned int raw, int W)
+{
+    const long long w = (long long)gridDim.x + (long long)raw;
+    return w < (long long)W ? (int)w : -1;
+}
+
+// After this CTA's failing take (and after the consumers were told): count it, reset on the last.
+__device__ __forceinline__ void sched_finish()
+{
+    __threadfence();
+    if (atomicAdd(&g_sched_done, 1u) == gridDim.x - 1u) {
+        atomicExch(&g_sched_ctr, 0u);
+        atomicExch(&g_sched_done, 0u);
+        __threadfence();
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -422,15 +508,32 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NB][4], float (&mrow)[2]
                                              int n0, int row0, int L, int causal, bool need_mask, float sl2, int tq)
 {
     if (need_mask) {
+        if (causal) {
+            // Key offset c = 8 nb + (e & 1) (column n0 + 2 tq + c) is visible to row r iff
+            // c <= r - n0 - 2 tq. Valid rows (r < L) see only columns <= r < L, so this one test
+            // also removes every key >= L; padding rows (r >= L, never stored) may keep keys >= L,
+            // whose K / V rows are zero-filled, so their scores stay finite.
+            const int lim0 = row0 - n0 - 2 * tq;
+            const int lim1 = lim0 + 8;
 #pragma unroll
-        for (int nb = 0; nb < NB; ++nb)
+            for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int col = n0 + nb * 8 + 2 * tq + (e & 1);
-                const int row = row0 + ((e >> 1) << 3);
-                if (col >= L || (causal && col > row))
-                    s[nb][e] = -INFINITY;
-            }
+                for (int e = 0; e < 4; ++e) {
+                    const int c = nb * 8 + (e & 1);
+                    if (c > ((e & 2) ? lim1 : lim0))
+                        s[nb][e] = -INFINITY;
+                }
+        } else {
+            const int limL = L - n0 - 2 * tq;  // visible iff c < limL
+#pragma unroll
+            for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int c = nb * 8 + (e & 1);
+                    if (c >= limL)
+                        s[nb][e] = -INFINITY;
+                }
+        }
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -704,16 +807,43 @@ __device__ __forceinline__ void mbar_arrive_tx(uint32_t a, uint32_t bytes)
 
 // TMA: rows [row, row + ROWS) of head bh of a [BH][L][128] fp16 tensor -> one swz2<ROWS> tile
 // (two 64-column boxes of ROWS x 128 B, hardware 128B swizzle). Rows >= L are zero.
+// L2HINT: with an L2 cache policy (K / V evict_last: re-read by every query block of the head;
+// Q evict_first: read once).
 template <int ROWS>
-__device__ __forceinline__ void tma_load_tile(uint32_t sdst, const CUtensorMap *map, int row, int bh, uint32_t bar)
+__device__ __forceinline__ void tma_load_tile(uint32_t sdst, const CUtensorMap *map, int row, int bh, uint32_t bar,
+                                              uint64_t pol)
 {
     const uint64_t m = reinterpret_cast<uint64_t>(map);
+#if L2HINT
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3, %4}], [%5], %6;\n"
+                 ::"r"(sdst), "l"(m), "r"(0), "r"(row), "r"(bh), "r"(bar), "l"(pol)
+                 : "memory");
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3, %4}], [%5], %6;\n"
+                 ::"r"(sdst + (uint32_t)(ROWS * 128)), "l"(m), "r"(64), "r"(row), "r"(bh), "r"(bar), "l"(pol)
+                 : "memory");
+#else
+    (void)pol;
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
                  ::"r"(sdst), "l"(m), "r"(0), "r"(row), "r"(bh), "r"(bar)
                  : "memory");
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
                  ::"r"(sdst + (uint32_t)(ROWS * 128)), "l"(m), "r"(64), "r"(row), "r"(bh), "r"(bar)
                  : "memory");
+#endif
+}
+
+__device__ __forceinline__ uint64_t policy_evict_last()
+{
+    uint64_t p;
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(p));
+    return p;
+}
+
+__device__ __forceinline__ uint64_t policy_evict_first()
+{
+    uint64_t p;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+    return p;
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
@@ -750,13 +880,13 @@ __device__ __forceinline__ void wgp_load_tile(uint32_t sbase, const __half *g, i
 // TMA producer step for K or V tile number cnt (rows row.. of head bh).
 template <int NS>
 __device__ __forceinline__ void produce_tma(uint32_t slots, uint32_t bfull, uint32_t bempty, const CUtensorMap *map,
-                                            int cnt, int row, int bh)
+                                            int cnt, int row, int bh, uint64_t pol)
 {
     const int s = cnt % NS;
     if (cnt >= NS)
         mbar_wait(bempty + 8 * s, ((cnt / NS) & 1) ^ 1);  // consumers released tile cnt - NS
     mbar_arrive_tx(bfull + 8 * s, (uint32_t)kTB);
-    tma_load_tile<128>(slots + s * kTB, map, row, bh, bfull + 8 * s);
+    tma_load_tile<128>(slots + s * kTB, map, row, bh, bfull + 8 * s, pol);
 }
 
 // cp.async: close the group just issued, publish the previous one (one step late).
@@ -799,14 +929,19 @@ __device__ __forceinline__ void load_q_frags(uint32_t (&qf)[8][4], uint32_t sQa,
         mbar_arrive(bQE);
 }
 
-template <int NS>
+// SCHED and CAUSAL are compile-time: each launched instantiation carries only its own schedule and
+// masking code (no runtime schedule switch in the consumers' registers). The host never launches
+// SCHED 2 without tensor maps (the work counter lives in the TMA producer only).
+template <int NS, int SCHED, int CAUSAL>
 __device__ __forceinline__ void attn_ws_body(const __half *__restrict__ q, const __half *__restrict__ k,
                                              const __half *__restrict__ v, __half *__restrict__ out, int L,
-                                             int causal, int nqb, int BH, float sl2, unsigned char *smem,
+                                             int nqb, int BH, float sl2, unsigned char *smem,
                                              const CUtensorMap *tmQ, const CUtensorMap *tmK,
                                              const CUtensorMap *tmV, int use_tma)
 {
     constexpr int NB = 16;
+    constexpr int sched = SCHED;
+    constexpr int causal = CAUSAL;
     const uint32_t sQa = smem_u32(smem);
     const uint32_t sKa = sQa + kQB;
     const uint32_t sVa = sKa + NS * kTB;
@@ -817,6 +952,7 @@ __device__ __forceinline__ void attn_ws_body(const __half *__restrict__ q, const
     const uint32_t bEV = bFV + 8 * NS;               // empty V [NS]
     const uint32_t bQF = bEV + 8 * NS;               // full Q
     const uint32_t bQE = bQF + 8;                    // empty Q
+    const uint32_t sIdx = bQE + 8;                   // sched 2: work index of Q phase i in slot i & 1
     const int W = BH * nqb;
 
     const int tid = threadIdx.x;
@@ -835,6 +971,12 @@ __device__ __forceinline__ void attn_ws_body(const __half *__restrict__ q, const
         mbar_init(bQE, NWARPS);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
+    if (use_tma && tid == KNT) {
+        // Warm the descriptor cache before the first TMA (the maps are kernel parameters).
+        asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tmQ)) : "memory");
+        asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tmK)) : "memory");
+        asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tmV)) : "memory");
+    }
     __syncthreads();
 
     if (warp >= NWARPS) {
@@ -844,29 +986,91 @@ __device__ __forceinline__ void attn_ws_body(const __half *__restrict__ q, const
 #endif
         const int ptid = tid - KNT;
         if (use_tma) {
-            if (ptid == 0) {
+            if (ptid == 0 && sched != 2) {
+                // Static schedules: the next item is known in advance, so its Q is loaded as soon
+                // as every consumer warp holds the current Q in registers (right after this item's
+                // K0 / K1), a whole item ahead of the boundary, instead of after this item's last V.
                 int kc = 0, vc = 0, qi = 0;
-                for (int it = 0;; ++it) {
-                    const int w = work_index(it, W);
-                    if (w < 0)
-                        break;
-                    const int qb = nqb - 1 - w / BH, bh = w % BH;
+                const uint64_t polKV = policy_evict_last();
+                const uint64_t polQ = policy_evict_first();
+                int w = work_index(0, W, sched, nqb, BH);
+                if (w >= 0) {
+                    int qb0, bh0;
+                    decode_item(w, nqb, BH, causal, qb0, bh0);
+                    mbar_arrive_tx(bQF, (uint32_t)kQB);
+                    tma_load_tile<128>(sQa, tmQ, qb0 * 128, bh0, bQF, polQ);
+                    ++qi;
+                }
+                for (int it = 0; w >= 0; ++it) {
+                    int qb, bh;
+                    decode_item(w, nqb, BH, causal, qb, bh);
                     const int m0 = qb * 128;
                     const int kv_end = causal ? min(L, m0 + 128) : L;
                     const int nt = (kv_end + 127) / 128;
+                    produce_tma<NS>(sKa, bFK, bEK, tmK, kc++, 0, bh, polKV);
+                    if (nt > 1)
+                        produce_tma<NS>(sKa, bFK, bEK, tmK, kc++, 128, bh, polKV);
+                    const int wn = work_index(it + 1, W, sched, nqb, BH);
+                    if (wn >= 0) {
+                        int qbn, bhn;
+                        decode_item(wn, nqb, BH, causal, qbn, bhn);
+                        mbar_wait(bQE, (qi - 1) & 1);  // every consumer warp holds this item's Q
+                        mbar_arrive_tx(bQF, (uint32_t)kQB);
+                        tma_load_tile<128>(sQa, tmQ, qbn * 128, bhn, bQF, polQ);
+                        ++qi;
+                    }
+                    for (int j = 0; j < nt; ++j) {
+                        produce_tma<NS>(sVa, bFV, bEV, tmV, vc++, j * 128, bh, polKV);
+                        if (j + 2 < nt)
+                            produce_tma<NS>(sKa, bFK, bEK, tmK, kc++, (j + 2) * 128, bh, polKV);
+                    }
+                    w = wn;
+                }
+            }
+            if (ptid == 0 && sched == 2) {
+                int kc = 0, vc = 0, qi = 0;
+                const uint64_t polKV = policy_evict_last();
+                const uint64_t polQ = policy_evict_first();
+                int w = work_index(0, W, sched, nqb, BH);
+                for (int it = 0;; ++it) {
+                    if (w < 0 && sched != 2)
+                        break;
                     if (qi > 0)
                         mbar_wait(bQE, (qi - 1) & 1);  // every consumer warp holds the previous Q in registers
-                    mbar_arrive_tx(bQF, (uint32_t)kQB);
-                    tma_load_tile<128>(sQa, tmQ, m0, bh, bQF);
-                    ++qi;
-                    produce_tma<NS>(sKa, bFK, bEK, tmK, kc++, 0, bh);
-                    if (nt > 1)
-                        produce_tma<NS>(sKa, bFK, bEK, tmK, kc++, 128, bh);
-                    for (int j = 0; j < nt; ++j) {
-                        produce_tma<NS>(sVa, bFV, bEV, tmV, vc++, j * 128, bh);
-                        if (j + 2 < nt)
-                            produce_tma<NS>(sKa, bFK, bEK, tmK, kc++, (j + 2) * 128, bh);
+                    if (sched == 2) {
+                        // Publish this Q phase's work index (released by the arrive below).
+                        st_shared_s32(sIdx + 4 * (qi & 1), w);
+                        if (w < 0) {
+                            mbar_arrive(bQF);  // phase without data: "no more work"
+                            sched_finish();
+                            break;
+                        }
                     }
+                    int qb, bh;
+                    decode_item(w, nqb, BH, causal, qb, bh);
+                    const int m0 = qb * 128;
+                    const int kv_end = causal ? min(L, m0 + 128) : L;
+                    const int nt = (kv_end + 127) / 128;
+                    mbar_arrive_tx(bQF, (uint32_t)kQB);
+                    tma_load_tile<128>(sQa, tmQ, m0, bh, bQF, polQ);
+                    ++qi;
+                    produce_tma<NS>(sKa, bFK, bEK, tmK, kc++, 0, bh, polKV);
+                    if (nt > 1)
+                        produce_tma<NS>(sKa, bFK, bEK, tmK, kc++, 128, bh, polKV);
+                    // sched 2: the next item is taken late, just before the wait for the last V
+                    // slot of this item (about two tiles before the consumers finish it), so the
+                    // counter hands items out in the order CTAs actually run dry (greedy
+                    // longest-first) instead of reserving one item a whole item ahead. The atomic's
+                    // latency overlaps that slot wait; its value is needed only after the loop.
+                    unsigned int raw = 0u;
+                    for (int j = 0; j < nt; ++j) {
+                        if (sched == 2 && j == nt - 1)
+                            raw = sched_grab();
+                        produce_tma<NS>(sVa, bFV, bEV, tmV, vc++, j * 128, bh, polKV);
+                        if (j + 2 < nt)
+                            produce_tma<NS>(sKa, bFK, bEK, tmK, kc++, (j + 2) * 128, bh, polKV);
+                    }
+                    w = (sched == 2) ? sched_resolve(raw, W) : work_index(it + 1, W, sched, nqb, BH);
                 }
             }
             return;
@@ -874,10 +1078,11 @@ __device__ __forceinline__ void attn_ws_body(const __half *__restrict__ q, const
         uint32_t prev_full = 0u;
         int kc = 0, vc = 0, qi = 0;
         for (int it = 0;; ++it) {
-            const int w = work_index(it, W);
+            const int w = work_index(it, W, sched, nqb, BH);
             if (w < 0)
                 break;
-            const int qb = nqb - 1 - w / BH, bh = w % BH;
+            int qb, bh;
+            decode_item(w, nqb, BH, causal, qb, bh);
             const int m0 = qb * 128;
             const int kv_end = causal ? min(L, m0 + 128) : L;
             const int nt = (kv_end + 127) / 128;
@@ -923,11 +1128,15 @@ __device__ __forceinline__ void attn_ws_body(const __half *__restrict__ q, const
     uint32_t qf[8][4];
     int kc = 0, vc = 0, qi = 0;
 
-    int w = work_index(0, W);
+    int w = work_index(0, W, sched, nqb, BH);
     if (w < 0)
         return;
-    int bh = w % BH;
-    int m0 = (nqb - 1 - w / BH) * 128;
+    int bh, m0;
+    {
+        int qb0;
+        decode_item(w, nqb, BH, causal, qb0, bh);
+        m0 = qb0 * 128;
+    }
     int nt = ((causal ? min(L, m0 + 128) : L) + 127) / 128;
     bool half_last = diag_half_last(m0, nt, L, causal, wg);
 
@@ -1005,7 +1214,13 @@ __device__ __forceinline__ void attn_ws_body(const __half *__restrict__ q, const
         }
 
         __half *oh = out + (size_t)bh * (size_t)L * HD;
-        const int wn = work_index(it + 1, W);
+        int wn;
+        if (sched == 2) {
+            mbar_wait(bQF, qi & 1);  // the producer published the next index with this Q phase
+            wn = ld_shared_s32(sIdx + 4 * (qi & 1));
+        } else {
+            wn = work_index(it + 1, W, sched, nqb, BH);
+        }
         const int sv = vc % NS;
 
         if (wn < 0) {
@@ -1033,8 +1248,9 @@ __device__ __forceinline__ void attn_ws_body(const __half *__restrict__ q, const
         }
 
         // Item boundary: one turn with S(0) of the next item and the last PV of this one.
-        const int bhn = wn % BH;
-        const int m0n = (nqb - 1 - wn / BH) * 128;
+        int qbn, bhn;
+        decode_item(wn, nqb, BH, causal, qbn, bhn);
+        const int m0n = qbn * 128;
         const int ntn = ((causal ? min(L, m0n + 128) : L) + 127) / 128;
         const bool half_last_n = diag_half_last(m0n, ntn, L, causal, wg);
 
@@ -1080,13 +1296,13 @@ __device__ __forceinline__ void attn_ws_body(const __half *__restrict__ q, const
         if (lane == 0)
             mbar_arrive(bEV + 8 * sv);
         ++vc;
+        pack_p<NB>(p, s);  // first, so S(0)'s fp32 registers are dead during the epilogue
         store_out(o, lfin, sSt, stp, oh, m0, L, wrow0, lane);
 #pragma unroll
         for (int j = 0; j < 16; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
                 o[j][e] = 0.f;
-        pack_p<NB>(p, s);
 
         bh = bhn;
         m0 = m0n;
@@ -1100,15 +1316,16 @@ __device__ __forceinline__ void attn_ws_body(const __half *__restrict__ q, const
 // Kernel (128-key tiles); which body it has depends on the compile pass.
 // ---------------------------------------------------------------------------------------------
 constexpr int kNS = NSTAGE;
-constexpr int kSmemWs = kQB + 2 * kNS * kTB + (PERSIST ? kQB : 0) + (4 * kNS + 2) * 8;
+constexpr int kSmemWs = kQB + 2 * kNS * kTB + (PERSIST ? kQB : 0) + (4 * kNS + 3) * 8;
+static_assert(PERSIST == 1, "the persistent schedules need the separate output staging buffer");
 constexpr int kSmemMma = (kBM + 4 * BN) * HD * (int)sizeof(__half);
 constexpr int kSmemBytes = (kSmemMma > kSmemWs ? kSmemMma : kSmemWs) + 1024;  // + manual 1024-B alignment
 static_assert(kSmemBytes <= 232448, "shared memory per block exceeds 227 KB");
 
-template <int WBN>
+template <int SCHED, int CAUSAL>
 __global__ void __launch_bounds__(KTHREADS, 1)
 flash_fwd_kernel(const __half *__restrict__ q, const __half *__restrict__ k, const __half *__restrict__ v,
-                 __half *__restrict__ out, int L, int causal, int nqb, int BH, float sl2,
+                 __half *__restrict__ out, int L, int nqb, int BH, float sl2,
                  const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                  const __grid_constant__ CUtensorMap tmV, int use_tma)
 {
@@ -1116,16 +1333,19 @@ flash_fwd_kernel(const __half *__restrict__ q, const __half *__restrict__ k, con
     const uint32_t raw = smem_u32(smem_dyn);
     unsigned char *smem = smem_dyn + (((raw + 1023u) & ~1023u) - raw);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    attn_ws_body<kNS>(q, k, v, out, L, causal, nqb, BH, sl2, smem, &tmQ, &tmK, &tmV, use_tma);
+    attn_ws_body<kNS, SCHED, CAUSAL>(q, k, v, out, L, nqb, BH, sl2, smem, &tmQ, &tmK, &tmV, use_tma);
 #else
     if (threadIdx.x >= KNT)
         return;
     const int W = BH * nqb;
+    const int fsched = SCHED == 2 ? 0 : SCHED;  // no work counter in this body
     for (int it = 0;; ++it) {
-        const int w = work_index(it, W);
+        const int w = work_index(it, W, fsched, nqb, BH);
         if (w < 0)
             break;
-        attn_mma_body(q, k, v, out, L, causal, nqb, sl2, smem, w % BH, w / BH);
+        int qb, bh;
+        decode_item(w, nqb, BH, CAUSAL, qb, bh);
+        attn_mma_body(q, k, v, out, L, CAUSAL, nqb, sl2, smem, bh, nqb - 1 - qb);
     }
 #endif
 }
@@ -1172,6 +1392,25 @@ static bool encode_map(EncodeTiledFn fn, CUtensorMap *m, const void *ptr, int L,
               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// One instantiation per (schedule, causal): attribute set once, grid from the schedule.
+template <int SCHED, int CAUSAL>
+static void launch_attn(const __half *q, const __half *k, const __half *v, __half *out, int L, int nqb, int BH,
+                        float sl2, const CUtensorMap &mq, const CUtensorMap &mk, const CUtensorMap &mv, int cok,
+                        int nsm)
+{
+    static bool attr_set = false;
+    if (!attr_set) {
+        cudaFuncSetAttribute(flash_fwd_kernel<SCHED, CAUSAL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             kSmemBytes);
+        attr_set = true;
+    }
+    const int W = BH * nqb;
+    const int P3 = BH * ((nqb + 1) / 2);  // sched 3: (heavy, light) query-block pairs
+    const int grid = (SCHED == 1) ? W : (SCHED == 3) ? (P3 < nsm ? P3 : nsm) : (W < nsm ? W : nsm);
+    flash_fwd_kernel<SCHED, CAUSAL><<<(unsigned)grid, KTHREADS, kSmemBytes>>>(q, k, v, out, L, nqb, BH, sl2, mq, mk,
+                                                                              mv, cok);
+}
+
 extern "C" void attention_prefill(const __half *q, const __half *k, const __half *v, int32_t causal,
                                   __half *out, int64_t batch_size, int64_t seq_len)
 {
@@ -1180,11 +1419,9 @@ extern "C" void attention_prefill(const __half *q, const __half *k, const __half
     const int L = (int)seq_len;
     const int BH = (int)batch_size * NUM_HEADS;
     const int nqb = (L + kBM - 1) / kBM;  // 128-row query blocks in both bodies
-    const int W = BH * nqb;
     static bool configured = false;
     static int nsm = 0;
     if (!configured) {
-        cudaFuncSetAttribute(flash_fwd_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
         int dev = 0;
         cudaGetDevice(&dev);
         if (cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || nsm <= 0) {
@@ -1193,8 +1430,6 @@ extern "C" void attention_prefill(const __half *q, const __half *k, const __half
         }
         configured = true;
     }
-    const int grid = PERSIST ? (W < nsm ? W : nsm) : W;
-
     static CUtensorMap mq, mk, mv;
     static const void *cq = nullptr, *ck = nullptr, *cv = nullptr;
     static int cL = -1, cBH = -1, cok = 0;
@@ -1217,6 +1452,17 @@ extern "C" void attention_prefill(const __half *q, const __half *k, const __half
     }
 
     const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD));
-    flash_fwd_kernel<128><<<(unsigned)grid, KTHREADS, kSmemBytes>>>(q, k, v, out, L, causal ? 1 : 0, nqb, BH, sl2,
-                                                                    mq, mk, mv, cok);
+    // Schedule 2 needs the TMA producer (the work counter lives there): without tensor maps the
+    // static snake (0) runs instead.
+    if (causal) {
+        if (CSCHED == 2 && !cok)
+            launch_attn<0, 1>(q, k, v, out, L, nqb, BH, sl2, mq, mk, mv, cok, nsm);
+        else
+            launch_attn<CSCHED, 1>(q, k, v, out, L, nqb, BH, sl2, mq, mk, mv, cok, nsm);
+    } else {
+        if (NCSCHED == 2 && !cok)
+            launch_attn<0, 0>(q, k, v, out, L, nqb, BH, sl2, mq, mk, mv, cok, nsm);
+        else
+            launch_attn<NCSCHED, 0>(q, k, v, out, L, nqb, BH, sl2, mq, mk, mv, cok, nsm);
+    }
 }
