@@ -1,4 +1,5 @@
-"""bfloat16 bit patterns on the host (the GPU backends' representation), without torch."""
+"""bfloat16 bit patterns on the host (the GPU backends' representation), and the GPU backends'
+refusal of the dtypes they do not hold, both without torch."""
 
 import types
 import unittest

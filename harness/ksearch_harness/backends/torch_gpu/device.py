@@ -14,8 +14,9 @@ import threading
 from ...errors import CandidateError, SetupError
 from . import info as gpu_info
 
+# Every definition dtype but fp8 and fp4 (check_definition's refusal says so).
 TORCH_DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8",
-                 "uint8", "bool")
+                "uint8", "bool")
 
 
 def open_device(backend, name, allow_cpu=False):
